@@ -1,0 +1,212 @@
+#!/usr/bin/python
+"""Ansible module: inspect, plan and verify SGLang's FlashInfer autotune gate."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_autotune_gate
+short_description: Inspect, plan and verify SGLang's FlashInfer autotune gate (read-only)
+description:
+  - Finds the installed SGLang package, either from I(package_dir) or from the
+    package that I(python) would import, and the one gate function
+    C(_?should_run_flashinfer_autotune) in C(srt/model_executor/model_runner.py),
+    C(srt/model_executor/runner/base_runner.py) or
+    C(srt/model_executor/runner/flashinfer_autotune.py).
+  - Reports whether the C("flashinfer_cutlass",) entry of the gate's backend list
+    is C(commented), C(enabled) or C(absent), and plans the single
+    M(ansible.builtin.lineinfile) edit that makes it match I(autotune).
+  - With I(verify), re-reads the file and proves the state with Python's AST,
+    that the file compiles and, when given, its sha256.
+  - Never writes anything; fails before any change when the gate is missing,
+    ambiguous, only outside the gate, or the file is not readable Python.
+options:
+  package_dir:
+    description: The sglang package directory (the folder holding C(srt/)).
+    type: path
+  python:
+    description:
+      - Python interpreter of the SGLang virtualenv; used to locate the package
+        when I(package_dir) is not given. The package is found, not imported.
+    type: path
+  autotune:
+    description: Whether C(flashinfer_cutlass) should be autotuned.
+    type: bool
+    default: true
+  state_dir:
+    description: Directory of this project's records of edits it made.
+    type: path
+    default: /var/lib/sglang_autotune
+  verify:
+    description: Prove this state instead of planning; fail when it does not hold.
+    type: str
+    choices: [enabled, commented]
+  expect_sha256:
+    description: With I(verify), the sha256 the file must have.
+    type: str
+    default: ""
+author:
+  - sglang-autotune project
+"""
+
+EXAMPLES = r"""
+- name: Inspect the gate of the SGLang in a virtualenv
+  sglang_autotune_gate:
+    python: /opt/sglang/current/bin/python
+    autotune: true
+  register: gate
+
+- name: Prove the edit
+  sglang_autotune_gate:
+    package_dir: "{{ gate.package_dir }}"
+    verify: enabled
+"""
+
+RETURN = r"""
+package_dir:
+  description: The sglang package directory inspected.
+  returned: always
+  type: str
+version:
+  description: SGLang version (dist-info METADATA, else the package's version file).
+  returned: always
+  type: str
+  sample: 0.5.10
+file:
+  description: The file holding the gate.
+  returned: always
+  type: str
+lineno:
+  description: Line number of the C("flashinfer_cutlass",) entry (0 when absent).
+  returned: always
+  type: int
+line:
+  description: That line as it is now.
+  returned: always
+  type: str
+sha256:
+  description: sha256 of the gate file as it is now.
+  returned: always
+  type: str
+state:
+  description: C(commented), C(enabled) or C(absent).
+  returned: always
+  type: str
+action:
+  description: C(enable), C(disable) or C(none); the edit the role should make.
+  returned: when not verifying
+  type: str
+regexp:
+  description: The lineinfile regexp, proven to match only the gate's entry.
+  returned: when action is not none
+  type: str
+edit_line:
+  description: The lineinfile line (with backrefs).
+  returned: when action is not none
+  type: str
+enabled_by_project:
+  description: Whether the entry is enabled because this project patched it.
+  returned: when not verifying
+  type: bool
+upstream_enabled:
+  description: Whether SGLang ships the entry enabled (0.5.13 and later).
+  returned: when not verifying
+  type: bool
+server_args:
+  description: Server flags the service role adds, e.g. C(disable-flashinfer-autotune).
+  returned: when not verifying
+  type: dict
+state_file:
+  description: Where the record of this project's edit lives.
+  returned: always
+  type: str
+record:
+  description: That record, when present.
+  returned: always
+  type: dict
+record_stale:
+  description: The record no longer describes the file (SGLang reinstalled or rolled back).
+  returned: when not verifying
+  type: bool
+message:
+  description: One sentence for the operator.
+  returned: always
+  type: str
+"""
+
+from pathlib import Path
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_gate import (
+    GateError,
+    inspect_gate,
+    plan_edit,
+    read_record,
+    state_file_for,
+    verify_gate,
+)
+
+FIND_SPEC = (
+    "import importlib.util as u; s = u.find_spec('sglang'); "
+    "print(list(s.submodule_search_locations)[0] if s and s.submodule_search_locations else '')"
+)
+
+
+def locate(module: AnsibleModule) -> str:
+    if module.params["package_dir"]:
+        return module.params["package_dir"]
+    python = module.params["python"]
+    if not Path(python).exists():
+        module.fail_json(msg=f"no Python at {python}: expected the SGLang virtualenv's interpreter. "
+                         "Install SGLang first, or set sglang_autotune_package_dir.")
+    rc, out, err = module.run_command([python, "-c", FIND_SPEC])
+    if rc != 0 or not out.strip():
+        module.fail_json(msg=f"SGLang is not installed for {python} (find_spec('sglang') found "
+                         f"nothing; {err.strip()}). Install SGLang into that virtualenv first, "
+                         "or set sglang_autotune_package_dir.")
+    return out.strip()
+
+
+def run(module: AnsibleModule) -> None:
+    package_dir = locate(module)
+    try:
+        report = inspect_gate(package_dir)
+        state_file = state_file_for(module.params["state_dir"], report.file)
+        record = read_record(state_file)
+        result = dict(report.as_dict(), state_file=str(state_file), record=record or {},
+                      changed=False)
+        if module.params["verify"]:
+            problems = verify_gate(report, module.params["verify"], module.params["expect_sha256"])
+            if problems:
+                module.fail_json(msg=f"verification of {report.file} failed: " + "; ".join(problems),
+                                 **result)
+            result["message"] = (f"SGLang {report.version}: proven {report.state} at "
+                                 f"{report.file}:{report.lineno}, sha256 {report.sha256}")
+            module.exit_json(**result)
+        plan = plan_edit(report, record, module.params["autotune"])
+    except GateError as exc:
+        module.fail_json(msg=str(exc), package_dir=package_dir)
+    plan_dict = plan.as_dict()
+    plan_dict["edit_line"] = plan_dict.pop("line")
+    result.update(plan_dict)
+    module.exit_json(**result)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(
+            package_dir=dict(type="path"),
+            python=dict(type="path"),
+            autotune=dict(type="bool", default=True),
+            state_dir=dict(type="path", default="/var/lib/sglang_autotune"),
+            verify=dict(type="str", choices=["enabled", "commented"]),
+            expect_sha256=dict(type="str", default=""),
+        ),
+        required_one_of=[("package_dir", "python")],
+        supports_check_mode=True,
+    )
+    run(module)
+
+
+if __name__ == "__main__":
+    main()
