@@ -1,0 +1,82 @@
+"""Shared fixtures: real SGLang wheels from PyPI, cached outside the repository."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "roles" / "sglang_autotune" / "module_utils"))
+
+# What ../shared/reference/sglang.md says of each release, checked by the tests.
+EXPECTED_STATE = {
+    "0.5.6": ("absent", "srt/model_executor/model_runner.py"),
+    "0.5.8": ("commented", "srt/model_executor/model_runner.py"),
+    "0.5.10": ("commented", "srt/model_executor/model_runner.py"),
+    "0.5.12": ("commented", "srt/model_executor/model_runner.py"),
+    "0.5.13": ("enabled", "srt/model_executor/model_runner.py"),
+    "0.5.14": ("enabled", "srt/model_executor/runner/base_runner.py"),
+    "0.5.18": ("enabled", "srt/model_executor/runner/flashinfer_autotune.py"),
+    "0.5.23": ("enabled", "srt/model_executor/runner/flashinfer_autotune.py"),
+}
+VERSIONS = list(EXPECTED_STATE)
+COMMENTED = [v for v, (state, _) in EXPECTED_STATE.items() if state == "commented"]
+UPSTREAM = [v for v, (state, _) in EXPECTED_STATE.items() if state == "enabled"]
+
+
+def wheel_cache() -> Path:
+    default = Path.home() / ".cache" / "sglang-deploy" / "wheels"
+    path = Path(os.environ.get("SGLANG_WHEEL_CACHE", default))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def sglang_wheel(version: str) -> Path:
+    """The real wheel from PyPI, downloaded once (no dependencies)."""
+    cache = wheel_cache()
+    found = sorted(cache.glob(f"sglang-{version}-*.whl"))
+    if not found:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+             "--dest", str(cache), f"sglang=={version}"],
+            check=True,
+        )
+        found = sorted(cache.glob(f"sglang-{version}-*.whl"))
+    assert found, f"pip downloaded no wheel for sglang=={version}"
+    return found[0]
+
+
+def wheel_member(version: str, member: str) -> bytes:
+    """A file's bytes as shipped in the wheel: the ground truth for 'original'."""
+    with zipfile.ZipFile(sglang_wheel(version)) as wheel:
+        return wheel.read(member)
+
+
+def unpack_sglang(version: str, dest: Path) -> Path:
+    """Unpack what the gate needs (package markers, gate files, dist-info) into dest."""
+    wanted_prefixes = ("sglang/srt/model_executor/",)
+    wanted = {"sglang/__init__.py", "sglang/version.py", "sglang/_version.py"}
+    with zipfile.ZipFile(sglang_wheel(version)) as wheel:
+        for name in wheel.namelist():
+            if (
+                name in wanted
+                or name.startswith(wanted_prefixes) and name.endswith(".py")
+                or name == f"sglang-{version}.dist-info/METADATA"
+            ):
+                wheel.extract(name, dest)
+    return dest / "sglang"
+
+
+@pytest.fixture
+def sglang_tree(tmp_path: Path):
+    """Factory: unpack a real SGLang release into a fresh directory."""
+
+    def make(version: str) -> Path:
+        return unpack_sglang(version, tmp_path / f"sglang-{version}")
+
+    return make
