@@ -80,3 +80,13 @@ def sglang_tree(tmp_path: Path):
         return unpack_sglang(version, tmp_path / f"sglang-{version}")
 
     return make
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Print the whole test command's wall time (set by scripts/dev.sh) before pytest's last line."""
+    started = os.environ.get("CI_STARTED_AT")
+    if started and started.isdigit():
+        import time
+
+        elapsed = int(time.time()) - int(started)
+        terminalreporter.write_line(f"test command wall time: {elapsed // 60} min {elapsed % 60} s")

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The project's commands, one place (README's commands call this):
+#   scripts/dev.sh demo    run site.yml on the embedded default target (a local systemd container)
+#   scripts/dev.sh test    yamllint, ansible-lint, Molecule, pytest
+#   scripts/dev.sh lint    the linters alone
+#   scripts/dev.sh setup   install what the others need (Debian packages, .venv, image)
+# Runs as root on a Debian machine with Python 3.11 or later.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+venv="$repo/.venv"
+export CI_STARTED_AT=${CI_STARTED_AT:-$(date +%s)}
+export ANSIBLE_CONFIG="$repo/ansible.cfg"
+export ANSIBLE_FORCE_COLOR=${ANSIBLE_FORCE_COLOR:-0}
+
+log() { printf '==> %s\n' "$*"; }
+
+apt_install() {
+    local missing=()
+    local pkg
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    if ((${#missing[@]})); then
+        log "installing Debian packages: ${missing[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+}
+
+setup() {
+    local packages=(docker.io mmdebstrap)
+    python3 -m venv --help >/dev/null 2>&1 && python3 -c 'import ensurepip' 2>/dev/null \
+        || packages+=(python3-venv)
+    apt_install "${packages[@]}"
+
+    local stamp="$venv/.requirements.sha256"
+    local want
+    want=$(sha256sum requirements.txt | cut -d' ' -f1)
+    if [[ ! -x "$venv/bin/ansible-playbook" || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
+        log "creating $venv from requirements.txt"
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet --upgrade pip
+        "$venv/bin/pip" install --quiet -r requirements.txt
+        echo "$want" >"$stamp"
+    fi
+    # shellcheck disable=SC1091
+    source "$venv/bin/activate"
+    ansible-galaxy collection install -r requirements.yml >/dev/null
+
+    log "starting the Docker engine when it is down"
+    scripts/docker-engine.sh
+    scripts/build-base-image.sh
+}
+
+activate() {
+    # shellcheck disable=SC1091
+    source "$venv/bin/activate"
+}
+
+lint() {
+    log "yamllint"
+    yamllint --strict .
+    log "ansible-lint (production profile)"
+    ansible-lint --strict
+}
+
+demo() {
+    log "starting the demo container and installing SGLang into it"
+    ansible-playbook -i inventory/local playbooks/demo_target.yml
+    log "running site.yml on the embedded default target"
+    ansible-playbook -i inventory/local site.yml "$@"
+}
+
+tests() {
+    lint
+    log "molecule"
+    (cd "$repo" && molecule test --all)
+    log "pytest"
+    python -m pytest tests "$@"
+}
+
+command=${1:-}
+shift || true
+case "$command" in
+    setup) setup ;;
+    lint) setup; lint ;;
+    demo) setup; demo "$@" ;;
+    test) setup; activate; tests "$@" ;;
+    *)
+        sed -n '2,7p' "$0" >&2
+        exit 2
+        ;;
+esac
