@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
+import ansible_runner
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "roles" / "sglang_autotune" / "module_utils"))
+sys.path.insert(0, str(REPO / "module_utils"))
 
 # What ../shared/reference/sglang.md says of each release, checked by the tests.
 EXPECTED_STATE = {
@@ -80,6 +84,52 @@ def sglang_tree(tmp_path: Path):
         return unpack_sglang(version, tmp_path / f"sglang-{version}")
 
     return make
+
+
+@dataclass
+class Run:
+    """What a playbook run did, in the terms the tests assert on."""
+
+    status: str
+    rc: int
+    changed: int
+    failed: int
+    failures: list[str]
+    facts: dict
+    stdout: str
+
+
+def run_playbook(private: Path, playbook: str, cmdline: list[str]) -> Run:
+    """Run playbooks/<playbook> as an operator would: `-i localhost, -c local ...`."""
+    runner = ansible_runner.run(
+        private_data_dir=str(private),
+        project_dir=str(REPO),
+        playbook=str(REPO / "playbooks" / playbook),
+        inventory="localhost,",
+        cmdline=shlex.join(["-c", "local", *cmdline]),
+        quiet=True,
+        envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+    )
+    stats = runner.stats or {}
+    failures = [
+        str(event["event_data"]["res"].get("msg", ""))
+        for event in runner.events
+        if event.get("event") == "runner_on_failed"
+    ]
+    facts: dict = {}
+    for event in runner.events:
+        res = event.get("event_data", {}).get("res", {})
+        if event.get("event") == "runner_on_ok" and "ansible_facts" in res:
+            facts.update(res["ansible_facts"])
+    return Run(
+        status=runner.status,
+        rc=runner.rc,
+        changed=sum(stats.get("changed", {}).values()),
+        failed=sum(stats.get("failures", {}).values()),
+        failures=failures,
+        facts=facts,
+        stdout=runner.stdout.read(),
+    )
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

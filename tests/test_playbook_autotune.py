@@ -9,61 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
-import ansible_runner
 import pytest
-from conftest import COMMENTED, EXPECTED_STATE, REPO, UPSTREAM, wheel_member
-
-
-@dataclass
-class Run:
-    status: str
-    rc: int
-    changed: int
-    failed: int
-    failures: list[str]
-    facts: dict
-    stdout: str
+from conftest import COMMENTED, EXPECTED_STATE, UPSTREAM, Run, run_playbook, wheel_member
 
 
 def play(private: Path, package: Path | None, *extra: str, check: bool = False) -> Run:
-    state_dir = private / "state"
-    cmdline = ["-c", "local", "-e", f"sglang_autotune_state_dir={state_dir}", *extra]
+    cmdline = ["-e", f"sglang_autotune_state_dir={private / 'state'}", *extra]
     if package is not None:
         cmdline += ["-e", f"sglang_package_dir={package}"]
     if check:
         cmdline += ["--check", "--diff"]
-    runner = ansible_runner.run(
-        private_data_dir=str(private),
-        project_dir=str(REPO),
-        playbook=str(REPO / "playbooks" / "autotune.yml"),
-        inventory="localhost,",
-        cmdline=" ".join(cmdline),
-        quiet=True,
-        envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
-    )
-    stats = runner.stats or {}
-    failures = [
-        str(event["event_data"]["res"].get("msg", ""))
-        for event in runner.events
-        if event.get("event") == "runner_on_failed"
-    ]
-    facts = {}
-    for event in runner.events:
-        res = event.get("event_data", {}).get("res", {})
-        if event.get("event") == "runner_on_ok" and "ansible_facts" in res:
-            facts.update(res["ansible_facts"])
-    return Run(
-        status=runner.status,
-        rc=runner.rc,
-        changed=sum(stats.get("changed", {}).values()),
-        failed=sum(stats.get("failures", {}).values()),
-        failures=failures,
-        facts=facts,
-        stdout=runner.stdout.read(),
-    )
+    return run_playbook(private, "autotune.yml", cmdline)
 
 
 def sha(data: bytes) -> str:

@@ -89,7 +89,7 @@ sha256:
   returned: always
   type: str
 state:
-  description: C(commented), C(enabled) or C(absent).
+  description: C(commented), C(enabled) or C(absent); C(not_installed) in check mode before the install.
   returned: always
   type: str
 action:
@@ -134,9 +134,8 @@ message:
   type: str
 """
 
-from pathlib import Path
-
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_locate import locate_package
 from ansible.module_utils.sglang_gate import (
     GateError,
     inspect_gate,
@@ -146,29 +145,12 @@ from ansible.module_utils.sglang_gate import (
     verify_gate,
 )
 
-FIND_SPEC = (
-    "import importlib.util as u; s = u.find_spec('sglang'); "
-    "print(list(s.submodule_search_locations)[0] if s and s.submodule_search_locations else '')"
-)
-
-
-def locate(module: AnsibleModule) -> str:
-    if module.params["package_dir"]:
-        return module.params["package_dir"]
-    python = module.params["python"]
-    if not Path(python).exists():
-        module.fail_json(msg=f"no Python at {python}: expected the SGLang virtualenv's interpreter. "
-                         "Install SGLang first, or set sglang_autotune_package_dir.")
-    rc, out, err = module.run_command([python, "-c", FIND_SPEC])
-    if rc != 0 or not out.strip():
-        module.fail_json(msg=f"SGLang is not installed for {python} (find_spec('sglang') found "
-                         f"nothing; {err.strip()}). Install SGLang into that virtualenv first, "
-                         "or set sglang_autotune_package_dir.")
-    return out.strip()
-
-
 def run(module: AnsibleModule) -> None:
-    package_dir = locate(module)
+    package_dir = locate_package(module, module.params["package_dir"], module.params["python"])
+    if package_dir is None:
+        module.exit_json(changed=False, state="not_installed", action="none", version="not installed",
+                         file="", lineno=0, upstream_enabled=False, record_stale=False, server_args={},
+                         message="SGLang is not installed yet: check mode cannot inspect its gate.")
     try:
         report = inspect_gate(package_dir)
         state_file = state_file_for(module.params["state_dir"], report.file)

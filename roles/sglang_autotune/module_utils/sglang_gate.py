@@ -22,6 +22,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+try:
+    from ansible.module_utils.sglang_locate import sglang_version
+except ImportError:  # pytest imports this file outside Ansible
+    from sglang_locate import sglang_version
+
 BACKEND = "flashinfer_cutlass"
 
 # Relative to the sglang package directory; the gate moved between releases.
@@ -47,7 +52,6 @@ DISABLE_LINE_DEFAULT = r"\1# \2"
 STATES = ("commented", "enabled", "absent")
 ACTIONS = ("enable", "disable", "none")
 
-VERSION_RE = re.compile(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", re.M)
 FIX_HINT = (
     "Reinstall SGLang so the file is as shipped, or point sglang_autotune_package_dir "
     "at the sglang package directory (the folder holding srt/)."
@@ -81,23 +85,6 @@ class GateReport:
 
 def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def sglang_version(package_dir: Path) -> str:
-    """The installed distribution's version, else the one in the package's source."""
-    for dist_info in sorted(package_dir.parent.glob("sglang-*.dist-info")):
-        metadata = dist_info / "METADATA"
-        if metadata.is_file():
-            for line in metadata.read_text(encoding="utf-8", errors="replace").splitlines():
-                if line.startswith("Version:"):
-                    return line.split(":", 1)[1].strip()
-    for name in ("_version.py", "version.py"):
-        candidate = package_dir / name
-        if candidate.is_file():
-            match = VERSION_RE.search(candidate.read_text(encoding="utf-8", errors="replace"))
-            if match:
-                return match.group(1)
-    return "unknown"
 
 
 def _check_package_dir(package_dir: Path) -> None:
