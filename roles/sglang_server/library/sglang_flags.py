@@ -1,0 +1,148 @@
+#!/usr/bin/python
+"""Ansible module: check a profile of SGLang server flags against the installed SGLang."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_flags
+short_description: Check SGLang server flags against the installed release (read-only)
+description:
+  - Finds the installed SGLang package, either from I(package_dir) or from the
+    package that I(python) would import, and reads the server's command-line
+    flags from its source with Python's AST (SGLang and torch are not imported).
+  - Understands the three ways SGLang has declared its flags
+    (C(parser.add_argument) calls up to 0.5.13; annotated C(ServerArgs) fields
+    from 0.5.14; fields split over C(srt/arg_groups/fields/) from 0.5.23).
+  - Resolves I(flags) into an argv list in the spelling the installed release
+    accepts. Known renames (C(--nsa-*-backend) <-> C(--dsa-*-backend)) are
+    translated, with a note. Argparse prefix abbreviations (C(--tp)) are not
+    accepted; the canonical spelling is emitted.
+  - Fails, listing every problem at once, on unknown flags (with the closest
+    valid names), invalid choices (with the valid ones), a value given to a
+    switch, or a bare switch given to a flag that needs a value.
+  - Never changes anything.
+options:
+  package_dir:
+    description: The sglang package directory (the folder holding C(srt/)).
+    type: path
+  python:
+    description:
+      - Python interpreter of the SGLang virtualenv; used to locate the package
+        when I(package_dir) is not given. The package is found, not imported.
+    type: path
+  flags:
+    description:
+      - The profile, flag name without dashes -> value. C(true) passes a bare
+        switch; C(false) or C(null) leaves the flag out; a list gives several
+        values (flags taking nargs only); anything else is one value.
+    type: dict
+    default: {}
+author:
+  - sglang-autotune project
+"""
+
+EXAMPLES = r"""
+- name: Check the GLM-5 profile against the SGLang in the virtualenv
+  sglang_flags:
+    python: /opt/sglang/current/bin/python
+    flags:
+      model-path: /models/GLM-5-NVFP4
+      tp-size: 8
+      quantization: modelopt_fp4
+      moe-runner-backend: flashinfer_cutlass
+      disable-radix-cache: true
+      nsa-prefill-backend: trtllm
+  register: sglang_cli
+
+- name: Write the unit with the checked flags
+  ansible.builtin.template:
+    src: sglang.service.j2
+    dest: /etc/systemd/system/sglang.service
+  vars:
+    sglang_args: "{{ sglang_cli.command_line }}"
+"""
+
+RETURN = r"""
+package_dir:
+  description: The sglang package directory inspected.
+  returned: always
+  type: str
+version:
+  description: SGLang version (dist-info METADATA, else the package's version file).
+  returned: success
+  type: str
+  sample: 0.5.23
+argv:
+  description: The flags as an argument list, in profile order.
+  returned: success
+  type: list
+  elements: str
+  sample: ["--tp-size", "8", "--disable-radix-cache"]
+command_line:
+  description: I(argv) shell-quoted and joined (shlex.join).
+  returned: success
+  type: str
+  sample: --tp-size 8 --disable-radix-cache
+notes:
+  description: Renames applied, deprecated flags used, choices that could not be checked.
+  returned: success
+  type: list
+  elements: str
+flag_count:
+  description: How many flags the installed SGLang defines.
+  returned: success
+  type: int
+problems:
+  description: Every problem found, one per entry.
+  returned: failure
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_locate import locate_package
+from ansible.module_utils.sglang_flags import (
+    FlagError,
+    extract_flags,
+    resolve_profile,
+)
+
+def run(module: AnsibleModule) -> None:
+    package_dir = locate_package(module, module.params["package_dir"], module.params["python"])
+    if package_dir is None:
+        module.exit_json(changed=False, not_installed=True, argv=[], command_line="", notes=[],
+                         version="not installed", flag_count=0,
+                         msg="SGLang is not installed yet: check mode cannot validate the flags.")
+    try:
+        flags = extract_flags(package_dir)
+        resolution = resolve_profile(flags, module.params["flags"] or {})
+    except FlagError as exc:
+        module.fail_json(msg=str(exc), problems=exc.problems, package_dir=package_dir,
+                         changed=False)
+    module.exit_json(
+        changed=False,
+        package_dir=package_dir,
+        version=resolution.version,
+        argv=resolution.argv,
+        command_line=resolution.command_line,
+        notes=resolution.notes,
+        flag_count=resolution.flag_count,
+    )
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(
+            package_dir=dict(type="path"),
+            python=dict(type="path"),
+            flags=dict(type="dict", default={}),
+        ),
+        required_one_of=[("package_dir", "python")],
+        supports_check_mode=True,
+    )
+    run(module)
+
+
+if __name__ == "__main__":
+    main()
