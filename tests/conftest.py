@@ -99,13 +99,13 @@ class Run:
     stdout: str
 
 
-def run_playbook(private: Path, playbook: str, cmdline: list[str]) -> Run:
+def run_playbook(private: Path, playbook: str, cmdline: list[str], inventory: str = "localhost,") -> Run:
     """Run playbooks/<playbook> as an operator would: `-i localhost, -c local ...`."""
     runner = ansible_runner.run(
         private_data_dir=str(private),
         project_dir=str(REPO),
         playbook=str(REPO / "playbooks" / playbook),
-        inventory="localhost,",
+        inventory=inventory,
         cmdline=shlex.join(["-c", "local", *cmdline]),
         quiet=True,
         envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
