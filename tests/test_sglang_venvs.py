@@ -72,6 +72,25 @@ def test_rollback_refusals_name_the_kept_installs(root):
         sv.rollback_target(venvs, None)
 
 
+def test_plan_for_each_situation(root):
+    venvs, current = sv.scan(root)
+    assert sv.plan_install(venvs, current, REQUEST) == ("none", "pypi-0.5.23-cccc")
+    assert sv.plan_install(venvs, current, dict(REQUEST, version="0.5.12")) == ("reuse", "pypi-0.5.12-aaaa")
+    assert sv.plan_install(venvs, current, dict(REQUEST, version="9.9.9")) == ("install", "")
+    assert sv.plan_install(venvs, current, REQUEST, upgrade=True) == ("install", "")
+    assert sv.plan_install(venvs, current, REQUEST, rollback=True) == ("rollback", "pypi-0.5.14-bbbb")
+    assert sv.plan_install(venvs, current, REQUEST, rollback_to="pypi-0.5.12-aaaa") == ("rollback", "pypi-0.5.12-aaaa")
+
+
+def test_rolled_back_nightly_stays(tmp_path):
+    nightly = dict(REQUEST, source="nightly", version="")
+    make(tmp_path, "nightly-latest-1111", "2026-11-01T00:00:00Z", nightly)
+    make(tmp_path, "nightly-latest-1111-20261120", "2026-11-20T00:00:00Z", nightly)
+    point(tmp_path, "nightly-latest-1111")
+    venvs, current = sv.scan(tmp_path)
+    assert sv.plan_install(venvs, current, nightly) == ("none", "nightly-latest-1111")
+
+
 def test_prune_keeps_current_and_its_predecessor(root):
     venvs, current = sv.scan(root)
     pruned = {Path(p).name for p in sv.prune_list(venvs, current, keep=1)}

@@ -19,11 +19,17 @@ options:
     type: path
     required: true
   request:
-    description: What the operator asked for; matched against each manifest's C(request).
+    description:
+      - What the operator asked for; matched against each manifest's C(request).
+        When given, the module plans the run (I(action), I(switch_to)).
     type: dict
     default: {}
+  upgrade:
+    description: Plan a new install even when one for I(request) exists.
+    type: bool
+    default: false
   rollback:
-    description: Compute the rollback target (the newest install older than current).
+    description: Plan a switch to the newest install older than current.
     type: bool
     default: false
   rollback_to:
@@ -67,13 +73,15 @@ current_manifest:
   description: That install's manifest.
   returned: always
   type: dict
-matching:
-  description: Name of the newest complete install made for exactly I(request), or empty.
-  returned: always
+action:
+  description:
+    - C(rollback), C(reuse) (switch to a kept install made for I(request)),
+      C(install) (build a new virtualenv) or C(none) (current already matches).
+  returned: when request is given
   type: str
-rollback_target:
-  description: Name of the install to switch to, when I(rollback) or I(rollback_to) is set.
-  returned: when asked
+switch_to:
+  description: Name of the install C(current) should point at for C(rollback) and C(reuse).
+  returned: when request is given
   type: str
 prune:
   description: Paths of virtualenvs to delete.
@@ -109,9 +117,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_venvs import (
     VenvError,
     describe,
-    find_matching,
+    plan_install,
     prune_list,
-    rollback_target,
     scan,
 )
 
@@ -162,6 +169,7 @@ def main() -> None:
         argument_spec=dict(
             root=dict(type="path", required=True),
             request=dict(type="dict", default={}),
+            upgrade=dict(type="bool", default=False),
             rollback=dict(type="bool", default=False),
             rollback_to=dict(type="str", default=""),
             keep=dict(type="int", default=2),
@@ -178,18 +186,17 @@ def main() -> None:
     params = module.params
     venvs, current = scan(params["root"])
     current_venv = next((v for v in venvs if v.name == current), None)
-    matching = find_matching(venvs, params["request"]) if params["request"] else None
     result = dict(
         changed=False,
         venvs=describe(venvs, current),
         current=current or "",
         current_manifest=current_venv.manifest if current_venv else {},
-        matching=matching.name if matching else "",
         prune=prune_list(venvs, current, params["keep"]),
     )
-    if params["rollback"] or params["rollback_to"]:
+    if params["request"]:
         try:
-            result["rollback_target"] = rollback_target(venvs, current, params["rollback_to"]).name
+            result["action"], result["switch_to"] = plan_install(
+                venvs, current, params["request"], params["upgrade"], params["rollback"], params["rollback_to"])
         except VenvError as exc:
             module.fail_json(msg=str(exc), **result)
     if params["inspect"]:

@@ -98,6 +98,32 @@ def rollback_target(venvs: list[Venv], current: Optional[str], to: str = "") -> 
     return complete[index - 1]
 
 
+def plan_install(
+    venvs: list[Venv],
+    current: Optional[str],
+    request: dict[str, Any],
+    upgrade: bool = False,
+    rollback: bool = False,
+    rollback_to: str = "",
+) -> tuple[str, str]:
+    """What to do for this run: ("rollback" | "reuse" | "install" | "none", install to switch to).
+
+    A current install made for the request stays, even when a newer one for the
+    same request exists: that is where a rolled-back nightly must stay.
+    """
+    if rollback or rollback_to:
+        return "rollback", rollback_target(venvs, current, rollback_to).name
+    if upgrade:
+        return "install", ""
+    current_venv = next((v for v in venvs if v.name == current and v.complete), None)
+    if current_venv and current_venv.manifest.get("request") == request:
+        return "none", current_venv.name
+    matching = find_matching(venvs, request)
+    if matching:
+        return "reuse", matching.name
+    return "install", ""
+
+
 def prune_list(venvs: list[Venv], current: Optional[str], keep: int) -> list[str]:
     """Paths to delete: unfinished installs, and complete ones beyond the newest `keep`.
 
