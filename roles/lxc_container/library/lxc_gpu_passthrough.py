@@ -1,0 +1,274 @@
+#!/usr/bin/python
+"""Ansible module: make an LXC container's GPU passthrough match host discovery."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: lxc_gpu_passthrough
+short_description: Compute and apply the GPU passthrough entries of an LXC container
+description:
+  - Takes the C(nvidia) result of the nvidia_devices module (majors and nodes read on the host,
+    never hardcoded) and computes the container's passthrough entries.
+  - With I(style=raw), makes the container config (plain LXC's C(config) or Proxmox's
+    C(/etc/pve/lxc/VMID.conf)) carry exactly one allow entry and one bind mount per node and
+    C(lxc.prlimit.memlock), removing entries of ours that are no longer wanted and leaving every
+    other line as it was. The file is rewritten in place, without chmod or rename, which pmxcfs
+    refuses.
+  - With I(style=devices), reads the current C(pct config) text and returns the C(pct set) argv
+    that makes the C(devN) entries match (existing indexes kept); it changes nothing itself.
+  - Fails before any change when the host lacks a node the loaded driver implies
+    (C(/dev/nvidia-uvm) after a reboot) or when the GPU count differs from I(expected_gpus).
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+options:
+  nvidia:
+    description: The C(nvidia) result of nvidia_devices on the container's host.
+    type: dict
+    required: true
+  style:
+    description: C(raw) lxc.* keys in the config file, or Proxmox C(devN) entries.
+    type: str
+    choices: [raw, devices]
+    default: raw
+  config_path:
+    description:
+      - The container config to edit (raw lines, and C(lxc.prlimit.memlock) in both styles).
+      - Omitted, the module only plans and checks.
+    type: path
+  config_format:
+    description: C(lxc) writes C(key = value), C(proxmox) writes C(key: value).
+    type: str
+    choices: [lxc, proxmox]
+    default: lxc
+  cgroup:
+    description: Which allow key to write; C(auto) reads the host (unified hierarchy means v2).
+    type: str
+    choices: [auto, v1, v2]
+    default: auto
+  memlock:
+    description: Value of C(lxc.prlimit.memlock) while any GPU node is passed; empty leaves it out.
+    type: str
+    default: unlimited
+  pct_config:
+    description: Current C(pct config VMID) output (I(style=devices)).
+    type: str
+    default: ""
+  vmid:
+    description: The Proxmox container id, for the returned C(pct set) argv.
+    type: int
+  mode:
+    description: Node mode for C(devN) entries.
+    type: str
+    default: "0666"
+  gid:
+    description: Group id for C(devN) entries inside the container.
+    type: int
+  expected_gpus:
+    description: GPUs the host must have (C(/dev/nvidiaN) nodes); omit to take what is found.
+    type: int
+  container_name:
+    description: Plain LXC container name; with it the module checks that the config is safe to start.
+    type: str
+  lxcpath:
+    description: Plain LXC's container directory.
+    type: path
+    default: /var/lib/lxc
+author:
+  - sglang-deploy project
+"""
+
+EXAMPLES = r"""
+- name: Pass the host's GPUs into a plain LXC container
+  lxc_gpu_passthrough:
+    nvidia: "{{ discovery.nvidia }}"
+    style: raw
+    config_path: /var/lib/lxc/sglang-demo/config
+    config_format: lxc
+  register: passthrough
+
+- name: Plan the devN entries of a Proxmox container
+  lxc_gpu_passthrough:
+    nvidia: "{{ gpu_host_nvidia }}"
+    style: devices
+    vmid: 120
+    pct_config: "{{ pct_config.stdout }}"
+  register: passthrough
+"""
+
+RETURN = r"""
+nodes:
+  description: Container paths of the nodes passed through.
+  returned: always
+  type: list
+node_ids:
+  description: C(PATH MAJOR:MINOR) of each node, as C(stat --format='%n %Hr:%Lr') prints it inside.
+  returned: always
+  type: list
+gpus:
+  description: Number of C(/dev/nvidiaN) nodes passed through.
+  returned: always
+  type: int
+cgroup:
+  description: The cgroup version whose allow key was used (v1 or v2).
+  returned: always
+  type: str
+entries:
+  description: The raw lines the config carries for the GPUs (I(style=raw)).
+  returned: always
+  type: list
+added:
+  description: Raw lines added.
+  returned: always
+  type: list
+removed:
+  description: Raw lines removed.
+  returned: always
+  type: list
+devices:
+  description: The wanted C(devN) entries (I(style=devices)).
+  returned: always
+  type: dict
+pct_argv:
+  description: The C(pct set) argv that applies them; empty when nothing differs.
+  returned: always
+  type: list
+start_problem:
+  description:
+    - Why starting this plain-LXC container would be unsafe (no or another C(lxc.rootfs.path),
+      no C(rootfs/sbin/init)), empty when it is safe; given with I(container_name).
+  returned: always
+  type: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.lxc_passthrough import (
+    gpu_count,
+    missing_nodes,
+    memlock_lines,
+    nodes_of,
+    nvidia_majors,
+    parse_pct_config,
+    plan_devices,
+    plan_raw,
+    raw_lines,
+    rootfs_problem,
+)
+from ansible.module_utils.lxc_config_write import write_in_place
+
+SEPARATORS = {"lxc": " = ", "proxmox": ": "}
+
+
+def host_cgroup() -> str:
+    return "v2" if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else "v1"
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "nvidia": {"type": "dict", "required": True},
+            "style": {"type": "str", "choices": ["raw", "devices"], "default": "raw"},
+            "config_path": {"type": "path"},
+            "config_format": {"type": "str", "choices": ["lxc", "proxmox"], "default": "lxc"},
+            "cgroup": {"type": "str", "choices": ["auto", "v1", "v2"], "default": "auto"},
+            "memlock": {"type": "str", "default": "unlimited"},
+            "pct_config": {"type": "str", "default": ""},
+            "vmid": {"type": "int"},
+            "mode": {"type": "str", "default": "0666"},
+            "gid": {"type": "int"},
+            "expected_gpus": {"type": "int"},
+            "container_name": {"type": "str"},
+            "lxcpath": {"type": "path", "default": "/var/lib/lxc"},
+        },
+        required_if=[("style", "devices", ["vmid"])],
+        supports_check_mode=True,
+    )
+    params = module.params
+    nvidia = params["nvidia"]
+    nodes = nodes_of(nvidia)
+    found = gpu_count(nvidia)
+    expected = params["expected_gpus"]
+    if expected is not None and found != expected:
+        module.fail_json(
+            msg=(
+                f"The host has {found} GPU node(s) (/dev/nvidiaN), expected {expected}. "
+                "Check `nvidia-smi` and `ls -l /dev/nvidia*` on the host, or set the expected "
+                "count (lxc_container_expected_gpus) to what the host really has."
+            ),
+            gpus=found,
+        )
+    missing = missing_nodes(nvidia, expected)
+    if missing:
+        module.fail_json(
+            msg=(
+                f"The host's driver is loaded but these nodes are missing: {', '.join(missing)}. "
+                "A container started now would have no usable GPU. Create them on the host "
+                "(`nvidia-modprobe -u -c=0` and `nvidia-modprobe -c=N` per GPU; the gpu_host role "
+                "installs a unit that does this at boot) and re-run."
+            ),
+            missing=missing,
+        )
+    cgroup = host_cgroup() if params["cgroup"] == "auto" else params["cgroup"]
+    result = {
+        "changed": False,
+        "nodes": [node.path for node in nodes],
+        "node_ids": [f"{node.path} {node.major}:{node.minor}" for node in nodes],
+        "gpus": found,
+        "cgroup": cgroup,
+        "entries": [],
+        "added": [],
+        "removed": [],
+        "devices": {},
+        "pct_argv": [],
+        "start_problem": "",
+    }
+    separator = SEPARATORS[params["config_format"]]
+    if params["style"] == "devices":
+        try:
+            devices = plan_devices(parse_pct_config(params["pct_config"]), nodes, params["mode"], params["gid"])
+        except ValueError as exc:
+            module.fail_json(msg=str(exc))
+        result["devices"] = devices.wanted
+        result["pct_argv"] = devices.pct_argv(params["vmid"]) if devices.changed else []
+        # devN entries replace the node lines; memlock stays a raw key, and raw
+        # node lines left from the other style go.
+        wanted = memlock_lines(nodes, params["memlock"])
+    else:
+        wanted = raw_lines(nodes, cgroup) + memlock_lines(nodes, params["memlock"])
+    if not params["config_path"]:
+        module.exit_json(**result)
+
+    path = params["config_path"]
+    if os.path.exists(path) and not os.path.isfile(path):
+        module.fail_json(msg=f"{path} is not a regular file; expected the container's config file.")
+    if not os.path.exists(path) and not module.check_mode:
+        module.fail_json(msg=f"{path} does not exist: create the container first.")
+    text = ""
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    plan = plan_raw(text, wanted, nvidia_majors(nvidia), separator)
+    result.update(
+        entries=[f"{key}{separator}{value}" for key, value in wanted],
+        added=plan.added,
+        removed=plan.removed,
+        changed=plan.changed,
+    )
+    name = params["container_name"]
+    if name and params["config_format"] == "lxc" and text:
+        init = os.path.join(params["lxcpath"], name, "rootfs", "sbin", "init")
+        result["start_problem"] = rootfs_problem(text, name, params["lxcpath"], os.path.lexists(init)) or ""
+    if plan.changed:
+        result["diff"] = {"before": text, "after": plan.text, "before_header": path, "after_header": path}
+        if not module.check_mode:
+            write_in_place(path, plan.text)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

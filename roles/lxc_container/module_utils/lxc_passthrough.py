@@ -1,0 +1,289 @@
+"""GPU passthrough entries for an LXC container, computed from host discovery.
+
+Plain functions over the `nvidia` result of the nvidia_devices module (driver
+version, majors, nodes with their real major:minor). Two styles:
+
+- raw: LXC's own keys (`lxc.cgroup2.devices.allow`, `lxc.mount.entry`), as
+  plain LXC writes them (`key = value`) or as Proxmox keeps them in
+  /etc/pve/lxc/<vmid>.conf (`key: value`);
+- devices: Proxmox `devN: <path>,mode=...` entries, applied with `pct set`.
+
+Our raw lines are recognised by what they say, not by comment markers:
+Proxmox rewrites every `#` line of a container config into its description
+at the top of the file on the next `pct set`, so markers would not survive.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+ALLOW_KEYS = {"v1": "lxc.cgroup.devices.allow", "v2": "lxc.cgroup2.devices.allow"}
+MOUNT_KEY = "lxc.mount.entry"
+MEMLOCK_KEY = "lxc.prlimit.memlock"
+# Fixed by the driver for /dev/nvidiaN and /dev/nvidiactl; the others are dynamic.
+NVIDIA_FIXED_MAJOR = 195
+DEV_KEY = re.compile(r"^dev(\d+)$")
+ALLOW_VALUE = re.compile(r"^c (\d+):(\d+|\*) rwm$")
+NVIDIA_SOURCE = re.compile(r"(^|/)dev/nvidia[^/\s]*(/[^\s]*)?$")
+DEV_LIMIT = 256
+
+
+@dataclass
+class Node:
+    """A device node as discovery saw it on the host."""
+
+    path: str  # as the container sees it, e.g. /dev/nvidia0
+    host_path: str  # where it is on the host (differs from path under a test root)
+    major: int
+    minor: int
+
+
+@dataclass
+class ConfigLine:
+    """One `key = value` or `key: value` line of a container config."""
+
+    key: str
+    value: str
+    text: str
+
+
+@dataclass
+class RawPlan:
+    """What the raw style changes in a config file."""
+
+    text: str
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.removed)
+
+
+@dataclass
+class DevicesPlan:
+    """The `pct set` that makes a container's devN entries match the wanted nodes."""
+
+    set: dict[str, str] = field(default_factory=dict)
+    delete: list[str] = field(default_factory=list)
+    wanted: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.set or self.delete)
+
+    def pct_argv(self, vmid: int) -> list[str]:
+        argv = ["pct", "set", str(vmid)]
+        for key in sorted(self.set, key=_dev_index):
+            argv += [f"--{key}", self.set[key]]
+        if self.delete:
+            argv += ["--delete", ",".join(sorted(self.delete, key=_dev_index))]
+        return argv
+
+
+def nodes_of(nvidia: dict) -> list[Node]:
+    """The nodes of a discovery result, sorted by path."""
+    found = [
+        Node(
+            path=str(item["path"]),
+            host_path=str(item.get("host_path") or item["path"]),
+            major=int(item["major"]),
+            minor=int(item["minor"]),
+        )
+        for item in nvidia.get("nodes") or []
+    ]
+    return sorted(found, key=lambda node: node.path)
+
+
+def nvidia_majors(nvidia: dict) -> set[int]:
+    """Every NVIDIA character major the host knows, plus the fixed one."""
+    majors = {int(value) for value in (nvidia.get("majors") or {}).values()}
+    return majors | {NVIDIA_FIXED_MAJOR}
+
+
+def gpu_count(nvidia: dict) -> int:
+    """GPUs as /dev/nvidiaN nodes (what can be passed through)."""
+    return sum(1 for node in nodes_of(nvidia) if re.fullmatch(r"/dev/nvidia\d+", node.path))
+
+
+def missing_nodes(nvidia: dict, expected_gpus: int | None) -> list[str]:
+    """Nodes the loaded driver implies but the host's /dev lacks.
+
+    The classic case: nvidia_uvm is loaded (its major is in /proc/devices) but
+    /dev/nvidia-uvm is missing after a reboot until nvidia-modprobe -u runs.
+    A container that starts then has no CUDA, which `optional` mounts hide.
+    """
+    if not nvidia.get("driver_version"):
+        return []
+    present = {node.path for node in nodes_of(nvidia)}
+    majors = nvidia.get("majors") or {}
+    wanted = ["/dev/nvidiactl"]
+    if "nvidia-uvm" in majors:
+        wanted += ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+    indexes = [int(gpu["index"]) for gpu in nvidia.get("gpus") or [] if "index" in gpu]
+    if not indexes and expected_gpus:
+        indexes = list(range(expected_gpus))
+    wanted += [f"/dev/nvidia{index}" for index in indexes]
+    return [path for path in wanted if path not in present]
+
+
+def raw_lines(nodes: list[Node], cgroup: str) -> list[tuple[str, str]]:
+    """The raw keys for these nodes: one allow and one bind mount per node.
+
+    Allow entries name each node's major:minor, so a node taken out of the set
+    loses its allow entry too. No `optional`: a missing node must stop the
+    start instead of starting a container with no GPU.
+    """
+    if cgroup not in ALLOW_KEYS:
+        raise ValueError(f"cgroup must be v1 or v2, not {cgroup!r}")
+    lines = [(ALLOW_KEYS[cgroup], f"c {node.major}:{node.minor} rwm") for node in nodes]
+    lines += [
+        (MOUNT_KEY, f"{node.host_path} {node.path.lstrip('/')} none bind,create=file 0 0")
+        for node in nodes
+    ]
+    return lines
+
+
+def memlock_lines(nodes: list[Node], memlock: str) -> list[tuple[str, str]]:
+    """Unlimited locked memory for CUDA and NCCL, while the container has GPUs."""
+    return [(MEMLOCK_KEY, memlock)] if memlock and nodes else []
+
+
+def parse_config(text: str) -> tuple[list[ConfigLine | str], list[str]]:
+    """Split a config into its main section (parsed lines) and the rest ([snapshot] sections)."""
+    main: list[ConfigLine | str] = []
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        if line.startswith("["):
+            return main, lines[number:]
+        match = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*[:=]\s?(.*)$", line)
+        if match and not line.lstrip().startswith("#"):
+            main.append(ConfigLine(match.group(1), match.group(2).strip(), line))
+        else:
+            main.append(line)
+    return main, []
+
+
+def is_ours(line: ConfigLine, majors: set[int]) -> bool:
+    """Whether a raw line is one this role writes (and may therefore remove)."""
+    if line.key in ALLOW_KEYS.values():
+        match = ALLOW_VALUE.match(line.value)
+        return bool(match) and int(match.group(1)) in majors
+    if line.key == MOUNT_KEY:
+        source = line.value.split()[0] if line.value.split() else ""
+        return bool(NVIDIA_SOURCE.search(source))
+    return line.key == MEMLOCK_KEY
+
+
+def plan_raw(text: str, wanted: list[tuple[str, str]], majors: set[int], separator: str) -> RawPlan:
+    """Make the config carry exactly the wanted raw lines, touching nothing else.
+
+    Lines of ours that are no longer wanted go; wanted lines that are missing
+    are appended together at the end of the main section (before any
+    [snapshot] section); every other line keeps its place and bytes.
+    """
+    main, rest = parse_config(text)
+    want = {(key, value) for key, value in wanted}
+    kept: list[ConfigLine | str] = []
+    have: set[tuple[str, str]] = set()
+    removed: list[str] = []
+    for line in main:
+        if isinstance(line, ConfigLine) and is_ours(line, majors):
+            pair = (line.key, line.value)
+            if pair not in want or pair in have:
+                removed.append(line.text)
+                continue
+            have.add(pair)
+        kept.append(line)
+    added = [f"{key}{separator}{value}" for key, value in wanted if (key, value) not in have]
+    out = [line.text if isinstance(line, ConfigLine) else line for line in kept]
+    if added:
+        while out and not out[-1].strip() and rest:
+            out.pop()
+        out += added
+        if rest:
+            out.append("")
+    out += rest
+    new_text = "\n".join(out) + ("\n" if out else "")
+    if not added and not removed:
+        new_text = text
+    return RawPlan(text=new_text, added=added, removed=removed)
+
+
+def _dev_index(key: str) -> int:
+    match = DEV_KEY.match(key)
+    return int(match.group(1)) if match else DEV_LIMIT
+
+
+def parse_pct_config(text: str) -> dict[str, str]:
+    """`pct config <vmid>` output (or the conf file's main section) as key -> value.
+
+    Raw lxc.* keys may repeat; they are not devN entries and are left out here.
+    """
+    main, _ = parse_config(text)
+    return {
+        line.key: line.value
+        for line in main
+        if isinstance(line, ConfigLine) and not line.key.startswith("lxc.")
+    }
+
+
+def device_value(node: Node, mode: str, gid: int | None) -> str:
+    value = f"{node.path},mode={mode}"
+    if gid is not None:
+        value += f",gid={gid}"
+    return value
+
+
+def plan_devices(current: dict[str, str], nodes: list[Node], mode: str, gid: int | None = None) -> DevicesPlan:
+    """devN entries for the nodes, keeping the index each node already has.
+
+    Ours are the devN entries whose path is an NVIDIA node; other devN entries
+    (a USB stick, /dev/fuse) keep their index and value. A node new to the set
+    takes the lowest free index.
+    """
+    values = {node.path: device_value(node, mode, gid) for node in nodes}
+    by_path: dict[str, str] = {}
+    plan = DevicesPlan()
+    used = {key for key in current if DEV_KEY.match(key)}
+    for key in sorted(used, key=_dev_index):
+        path = current[key].split(",")[0].removeprefix("path=")
+        if not re.match(r"^/dev/nvidia", path):
+            continue
+        if path in values and path not in by_path:
+            by_path[path] = key
+            if current[key] != values[path]:
+                plan.set[key] = values[path]
+        else:
+            plan.delete.append(key)
+    free = (f"dev{index}" for index in range(DEV_LIMIT) if f"dev{index}" not in used)
+    for path, value in values.items():
+        if path not in by_path:
+            try:
+                key = next(free)
+            except StopIteration as exc:
+                raise ValueError(f"no free devN index (0-{DEV_LIMIT - 1}) left for {path}") from exc
+            by_path[path] = key
+            plan.set[key] = value
+    plan.wanted = {key: values[path] for path, key in by_path.items()}
+    return plan
+
+
+def rootfs_problem(config_text: str, name: str, lxcpath: str, init_exists: bool) -> str | None:
+    """Why starting this plain-LXC container would be unsafe, or None.
+
+    A config without lxc.rootfs.path (what `lxc-create -t none` writes) boots
+    the container's systemd on the host's own / and wipes the host's /tmp.
+    """
+    expected = f"{lxcpath.rstrip('/')}/{name}/rootfs"
+    main, _ = parse_config(config_text)
+    paths = [line.value for line in main if isinstance(line, ConfigLine) and line.key == "lxc.rootfs.path"]
+    if not paths:
+        return f"the config names no lxc.rootfs.path (expected {expected}); refusing to start it"
+    found = paths[-1].removeprefix("dir:")
+    if found != expected:
+        return f"the config's lxc.rootfs.path is {paths[-1]!r}, expected {expected}; refusing to start it"
+    if not init_exists:
+        return f"{expected}/sbin/init does not exist; the container was not created completely"
+    return None
