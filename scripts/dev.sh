@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's commands, one place (README's commands call this):
-#   scripts/dev.sh demo    run site.yml on the embedded default target (a local systemd container)
+#   scripts/dev.sh demo    run site.yml on the embedded default target (a local LXC container)
 #   scripts/dev.sh test    yamllint, ansible-lint, Molecule, pytest
 #   scripts/dev.sh lint    the linters alone
 #   scripts/dev.sh setup   install what the others need (Debian packages, .venv, image)
@@ -29,8 +29,20 @@ apt_install() {
     fi
 }
 
+# The demo's LXC container is reached through community.general.lxc, which
+# needs Debian's python3-lxc bindings: expose just those to the .venv (same
+# Python, so the same ABI) rather than all of the system's packages.
+link_lxc_bindings() {
+    local site
+    site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    mkdir -p "$venv/debian-lxc"
+    ln -sfn /usr/lib/python3/dist-packages/lxc "$venv/debian-lxc/lxc"
+    ln -sfn "$(ls /usr/lib/python3/dist-packages/_lxc.cpython-*.so | head -n 1)" "$venv/debian-lxc/"
+    echo "$venv/debian-lxc" >"$site/debian-lxc.pth"
+}
+
 setup() {
-    local packages=(docker.io mmdebstrap)
+    local packages=(docker.io mmdebstrap lxc python3-lxc debootstrap)
     python3 -m venv --help >/dev/null 2>&1 && python3 -c 'import ensurepip' 2>/dev/null \
         || packages+=(python3-venv)
     apt_install "${packages[@]}"
@@ -45,6 +57,7 @@ setup() {
         "$venv/bin/pip" install --quiet -r requirements.txt
         echo "$want" >"$stamp"
     fi
+    link_lxc_bindings
     # shellcheck disable=SC1091
     source "$venv/bin/activate"
     ansible-galaxy collection install -r requirements.yml >/dev/null
@@ -67,7 +80,7 @@ lint() {
 }
 
 demo() {
-    log "starting the demo container and installing SGLang into it"
+    log "creating the demo LXC container (sglang-demo) and giving it the SGLang wheels"
     ansible-playbook -i inventory/local playbooks/demo_target.yml
     log "running site.yml on the embedded default target"
     ansible-playbook -i inventory/local site.yml "$@"

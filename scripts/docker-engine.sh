@@ -7,7 +7,7 @@ if docker info >/dev/null 2>&1; then
     exit 0
 fi
 if ! command -v dockerd >/dev/null 2>&1; then
-    echo "dockerd not found: install Debian's docker.io (scripts/bootstrap.sh does)" >&2
+    echo "dockerd not found: install Debian's docker.io (scripts/dev.sh setup does)" >&2
     exit 1
 fi
 log=/var/log/dockerd-sglang-autotune.log

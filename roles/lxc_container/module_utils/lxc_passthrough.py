@@ -83,7 +83,7 @@ class DevicesPlan:
 
 
 def nodes_of(nvidia: dict) -> list[Node]:
-    """The nodes of a discovery result, sorted by path."""
+    """The nodes of a discovery result, in discovery's order (GPUs first)."""
     found = [
         Node(
             path=str(item["path"]),
@@ -93,7 +93,7 @@ def nodes_of(nvidia: dict) -> list[Node]:
         )
         for item in nvidia.get("nodes") or []
     ]
-    return sorted(found, key=lambda node: node.path)
+    return found
 
 
 def nvidia_majors(nvidia: dict) -> set[int]:

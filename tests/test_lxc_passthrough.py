@@ -1,0 +1,225 @@
+"""Passthrough entries computed from discovery on real captures and hand-made traps."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "roles" / "lxc_container" / "module_utils"))
+sys.path.insert(0, str(REPO / "roles" / "gpu_host" / "module_utils"))
+sys.path.insert(0, str(REPO / "tests"))
+
+from fake_nvidia_root import build  # noqa: E402
+from lxc_config_write import write_in_place  # noqa: E402
+from lxc_passthrough import (  # noqa: E402
+    gpu_count,
+    memlock_lines,
+    missing_nodes,
+    nodes_of,
+    nvidia_majors,
+    parse_pct_config,
+    plan_devices,
+    plan_raw,
+    raw_lines,
+    rootfs_problem,
+)
+from nvidia_discovery import discover  # noqa: E402
+
+GPU = REPO / "tests" / "fixtures" / "gpu"
+PCT = REPO / "tests" / "fixtures" / "pct"
+
+
+def discovered(fixture: str, root: Path, drop: tuple[str, ...] = ()) -> dict:
+    """What nvidia_devices reports for a fake root built from a capture."""
+    build(GPU / fixture, root, drop)
+    return discover(str(root))
+
+
+def lines_for(nvidia: dict, cgroup: str = "v2", memlock: str = "unlimited") -> list[tuple[str, str]]:
+    nodes = nodes_of(nvidia)
+    return raw_lines(nodes, cgroup) + memlock_lines(nodes, memlock)
+
+
+def test_real_two_gpu_capture_gives_one_allow_and_one_mount_per_node(tmp_path: Path) -> None:
+    nvidia = discovered("h200-2gpu", tmp_path)
+    lines = lines_for(nvidia)
+    root = str(tmp_path)
+    assert lines == [
+        ("lxc.cgroup2.devices.allow", "c 195:0 rwm"),
+        ("lxc.cgroup2.devices.allow", "c 195:1 rwm"),
+        ("lxc.cgroup2.devices.allow", "c 195:255 rwm"),
+        ("lxc.cgroup2.devices.allow", "c 238:0 rwm"),
+        ("lxc.cgroup2.devices.allow", "c 238:1 rwm"),
+        ("lxc.cgroup2.devices.allow", "c 241:1 rwm"),
+        ("lxc.cgroup2.devices.allow", "c 241:2 rwm"),
+        ("lxc.mount.entry", f"{root}/dev/nvidia0 dev/nvidia0 none bind,create=file 0 0"),
+        ("lxc.mount.entry", f"{root}/dev/nvidia1 dev/nvidia1 none bind,create=file 0 0"),
+        ("lxc.mount.entry", f"{root}/dev/nvidiactl dev/nvidiactl none bind,create=file 0 0"),
+        ("lxc.mount.entry", f"{root}/dev/nvidia-uvm dev/nvidia-uvm none bind,create=file 0 0"),
+        ("lxc.mount.entry", f"{root}/dev/nvidia-uvm-tools dev/nvidia-uvm-tools none bind,create=file 0 0"),
+        ("lxc.mount.entry", f"{root}/dev/nvidia-caps/nvidia-cap1 dev/nvidia-caps/nvidia-cap1 none bind,create=file 0 0"),
+        ("lxc.mount.entry", f"{root}/dev/nvidia-caps/nvidia-cap2 dev/nvidia-caps/nvidia-cap2 none bind,create=file 0 0"),
+        ("lxc.prlimit.memlock", "unlimited"),
+    ]
+    assert not any("optional" in value for _, value in lines)
+    assert gpu_count(nvidia) == 2
+
+
+def test_cgroup_v1_hosts_get_the_v1_key(tmp_path: Path) -> None:
+    nvidia = discovered("h200-1gpu", tmp_path)
+    keys = {key for key, _ in raw_lines(nodes_of(nvidia), "v1")}
+    assert keys == {"lxc.cgroup.devices.allow", "lxc.mount.entry"}
+    with pytest.raises(ValueError, match="v1 or v2"):
+        raw_lines(nodes_of(nvidia), "v3")
+
+
+def test_dynamic_uvm_major_comes_from_proc_devices(tmp_path: Path) -> None:
+    nvidia = discovered("synthetic-uvm-major-511", tmp_path)
+    allows = [value for key, value in lines_for(nvidia) if key.endswith("devices.allow")]
+    assert "c 511:0 rwm" in allows and "c 511:1 rwm" in allows
+    assert not any(value.startswith("c 238:") for value in allows)
+
+
+def test_imex_channels_major_is_never_taken_for_caps(tmp_path: Path) -> None:
+    for fixture in ("synthetic-8gpu-imex-before-caps", "synthetic-8gpu-imex-after-caps"):
+        nvidia = discovered(fixture, tmp_path / fixture)
+        assert nvidia["majors"]["nvidia-caps"] != nvidia["majors"].get("nvidia-caps-imex-channels")
+        assert gpu_count(nvidia) == 8
+
+
+def test_no_driver_passes_nothing_and_misses_nothing(tmp_path: Path) -> None:
+    nvidia = discovered("synthetic-no-driver", tmp_path)
+    assert nodes_of(nvidia) == []
+    assert lines_for(nvidia) == []
+    assert missing_nodes(nvidia, None) == []
+
+
+def test_missing_uvm_node_is_named(tmp_path: Path) -> None:
+    nvidia = discovered("synthetic-missing-uvm-node", tmp_path)
+    assert missing_nodes(nvidia, 8) == ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+
+
+def test_a_gpu_node_dropped_after_a_reboot_is_missing(tmp_path: Path) -> None:
+    nvidia = discovered("h200-2gpu", tmp_path, drop=("/dev/nvidia1",))
+    # Without nvidia-smi's list, the expected count says which nvidiaN must exist.
+    assert missing_nodes(nvidia, 2) == ["/dev/nvidia1"]
+    assert missing_nodes(nvidia, None) == []
+
+
+def test_seven_of_eight(tmp_path: Path) -> None:
+    nvidia = discovered("synthetic-7-of-8-gpus", tmp_path)
+    assert gpu_count(nvidia) == 7
+
+
+def test_raw_plan_adds_then_converges_and_keeps_other_lines(tmp_path: Path) -> None:
+    nvidia = discovered("h200-2gpu", tmp_path)
+    config = (PCT / "120-before.conf").read_text()
+    wanted = lines_for(nvidia)
+    first = plan_raw(config, wanted, nvidia_majors(nvidia), ": ")
+    assert len(first.added) == len(wanted) and first.removed == []
+    # The user's own device (tun, 10:200) and the snapshot section stay as they were.
+    assert "lxc.cgroup2.devices.allow: c 10:200 rwm" in first.text
+    assert first.text.split("[snapshot-1]")[1] == config.split("[snapshot-1]")[1]
+    main = first.text.split("[snapshot-1]")[0]
+    assert all(f"{key}: {value}" in main for key, value in wanted)
+    again = plan_raw(first.text, wanted, nvidia_majors(nvidia), ": ")
+    assert not again.changed and again.text == first.text
+
+
+def test_removing_a_gpu_removes_exactly_its_entries(tmp_path: Path) -> None:
+    both = discovered("h200-2gpu", tmp_path / "both")
+    one = discovered("h200-2gpu", tmp_path / "one", drop=("/dev/nvidia1",))
+    before = plan_raw("", lines_for(both), nvidia_majors(both), " = ").text
+    # The test roots differ; compare by what a real host would see: same paths.
+    before = before.replace(str(tmp_path / "both"), str(tmp_path / "one"))
+    after = plan_raw(before, lines_for(one), nvidia_majors(one), " = ")
+    root = tmp_path / "one"
+    assert after.added == []
+    assert after.removed == [
+        "lxc.cgroup2.devices.allow = c 195:1 rwm",
+        f"lxc.mount.entry = {root}/dev/nvidia1 dev/nvidia1 none bind,create=file 0 0",
+    ]
+
+
+def test_duplicated_entries_collapse_to_one(tmp_path: Path) -> None:
+    nvidia = discovered("h200-1gpu", tmp_path)
+    wanted = lines_for(nvidia)
+    text = plan_raw("", wanted, nvidia_majors(nvidia), " = ").text
+    doubled = text + "lxc.cgroup2.devices.allow = c 195:0 rwm\n"
+    plan = plan_raw(doubled, wanted, nvidia_majors(nvidia), " = ")
+    assert plan.removed == ["lxc.cgroup2.devices.allow = c 195:0 rwm"] and plan.added == []
+
+
+def test_recorded_pct_config_parses_and_devn_plan_keeps_indexes(tmp_path: Path) -> None:
+    current = parse_pct_config((PCT / "120-devices.conf").read_text())
+    assert current["dev0"] == "/dev/nvidia0,mode=0666"
+    assert current["dev3"] == "/dev/fuse"
+    assert "lxc.prlimit.memlock" not in current
+    nvidia = discovered("h200-2gpu", tmp_path)
+    plan = plan_devices(current, nodes_of(nvidia), "0666")
+    # nvidia0 keeps dev0, nvidiactl keeps dev1 and gets the new mode, dev3 (fuse) stays,
+    # the stale nvidia5 entry goes, new nodes take the lowest free indexes.
+    assert "dev0" not in plan.set
+    assert plan.set["dev1"] == "/dev/nvidiactl,mode=0666"
+    assert plan.delete == ["dev2"]
+    assert "dev3" not in plan.set and "dev3" not in plan.delete
+    assert sorted(plan.wanted.values()) == sorted(f"{node.path},mode=0666" for node in nodes_of(nvidia))
+    argv = plan.pct_argv(120)
+    assert argv[:3] == ["pct", "set", "120"]
+    assert argv[-2:] == ["--delete", "dev2"]
+    applied = {key: value for key, value in current.items() if key not in plan.delete} | plan.set
+    again = plan_devices(applied, nodes_of(nvidia), "0666")
+    assert not again.changed
+
+
+def test_devn_gid_and_fresh_container(tmp_path: Path) -> None:
+    nvidia = discovered("h200-1gpu", tmp_path)
+    plan = plan_devices({}, nodes_of(nvidia), "0660", gid=44)
+    assert plan.set == {
+        "dev0": "/dev/nvidia0,mode=0660,gid=44",
+        "dev1": "/dev/nvidiactl,mode=0660,gid=44",
+        "dev2": "/dev/nvidia-uvm,mode=0660,gid=44",
+        "dev3": "/dev/nvidia-uvm-tools,mode=0660,gid=44",
+        "dev4": "/dev/nvidia-caps/nvidia-cap1,mode=0660,gid=44",
+        "dev5": "/dev/nvidia-caps/nvidia-cap2,mode=0660,gid=44",
+    }
+
+
+def test_in_place_write_needs_no_chmod_or_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pmxcfs refuses chmod and rename-with-mode: the write must use neither."""
+    conf = tmp_path / "120.conf"
+    conf.write_text("arch: amd64\nlxc.cgroup2.devices.allow: c 195:0 rwm\n")
+    conf.chmod(0o640)
+
+    def refuse(*_args, **_kwargs):
+        raise PermissionError(1, "Operation not permitted (pmxcfs)")
+
+    for name in ("chmod", "fchmod", "chown", "fchown", "rename", "replace"):
+        monkeypatch.setattr(os, name, refuse)
+    write_in_place(str(conf), "arch: amd64\n")
+    monkeypatch.undo()
+    assert conf.read_text() == "arch: amd64\n"
+    assert stat.S_IMODE(conf.stat().st_mode) == 0o640
+
+
+@pytest.mark.parametrize(
+    ("config", "init", "problem"),
+    [
+        ("lxc.uts.name = c1\n", True, "names no lxc.rootfs.path"),
+        ("lxc.rootfs.path = dir:/\n", True, "expected /var/lib/lxc/c1/rootfs"),
+        ("lxc.rootfs.path = dir:/var/lib/lxc/c1/rootfs\n", False, "sbin/init does not exist"),
+        ("lxc.rootfs.path = dir:/var/lib/lxc/c1/rootfs\n", True, None),
+        ("lxc.rootfs.path = /var/lib/lxc/c1/rootfs\n", True, None),
+    ],
+)
+def test_a_container_without_its_own_rootfs_is_never_started(config: str, init: bool, problem: str | None) -> None:
+    found = rootfs_problem(config, "c1", "/var/lib/lxc", init)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None and problem in found
