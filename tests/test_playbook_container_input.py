@@ -1,0 +1,75 @@
+"""playbooks/container.yml refuses bad input before any container is created or changed.
+
+The play runs against this machine as a member of lxc_hosts (and, for the proxmox
+cases, proxmox_hosts); each case must fail before the first change, so no
+container directory, creation config or Proxmox call appears.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run_playbook
+from fake_nvidia_root import build
+
+GPU = REPO / "tests" / "fixtures" / "gpu"
+
+
+def tree_digest(*paths: Path) -> str:
+    """sha256 over every file name and content below the paths (absent paths count too)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(f"{path}:{path.exists()}".encode())
+        if path.is_dir():
+            for item in sorted(path.rglob("*")):
+                digest.update(str(item).encode())
+                if item.is_file():
+                    digest.update(item.read_bytes())
+    return digest.hexdigest()
+
+
+LXC_CASES = [
+    ("h200-2gpu", ["-e", "lxc_container_expected_gpus=8"],
+     ["The host has 2 GPU node(s)", "expected 8", "lxc_container_expected_gpus"]),
+    ("synthetic-missing-uvm-node", [],
+     ["/dev/nvidia-uvm, /dev/nvidia-uvm-tools", "nvidia-modprobe -u -c=0"]),
+    ("h200-2gpu", ["-e", "lxc_container_backend=docker"],
+     ["lxc_container_backend", "proxmox, lxc", "docker"]),
+    ("h200-2gpu", ["-e", "lxc_container_passthrough=bind"],
+     ["lxc_container_passthrough", "devices, raw", "bind"]),
+    ("h200-2gpu", ["-e", "lxc_container_name=../etc"],
+     ["lxc_container_name=\"../etc\"", "is not a host name"]),
+    ("h200-2gpu", ["-e", "lxc_container_backend=proxmox", "-e", "lxc_container_vmid=42",
+                   "-e", "lxc_container_api_token_id=ansible@pve!deploy", "-e", "lxc_container_api_token_secret=x"],
+     ["lxc_container_vmid=42 is out of range", "100 to 999999999"]),
+    ("h200-2gpu", ["-e", "lxc_container_backend=proxmox", "-e", "lxc_container_address=10.0.0.5"],
+     ["needs an API token", "lxc_container_api_token_secret is empty", "Ansible Vault"]),
+]
+
+
+@pytest.mark.parametrize(("fixture", "extra", "needles"), LXC_CASES)
+def test_bad_container_request_changes_nothing(tmp_path, fixture, extra, needles):
+    root = tmp_path / "fake-root"
+    build(GPU / fixture, root)
+    lxcpath = tmp_path / "lxc"
+    seed = Path("/etc/lxc/sglang-deploy/pytest-gpu.conf")
+    before = tree_digest(lxcpath, seed, root)
+    private = tmp_path / "runner"
+    private.mkdir()
+    inventory = "[lxc_hosts]\nlocalhost ansible_connection=local\n"
+    run = run_playbook(
+        private,
+        "container.yml",
+        ["-e", "lxc_container_backend=lxc", "-e", "lxc_container_name=pytest-gpu",
+         "-e", f"lxc_container_lxcpath={lxcpath}", "-e", f"lxc_container_device_root={root}", *extra],
+        inventory=inventory,
+    )
+    assert run.status == "failed", run.stdout
+    assert run.changed == 0
+    message = " ".join(run.failures)
+    for needle in needles:
+        assert needle in message, message
+    assert tree_digest(lxcpath, seed, root) == before
+    assert "Create the container" not in run.stdout
