@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import sys
@@ -223,3 +224,18 @@ def test_a_container_without_its_own_rootfs_is_never_started(config: str, init: 
         assert found is None
     else:
         assert found is not None and problem in found
+
+
+def test_live_module_run_matches_discovery_on_the_captured_files(tmp_path: Path) -> None:
+    """nvidia_devices run live on a 2-GPU H200 gives what the capture's fake root gives."""
+    live = json.loads((GPU / "h200-2gpu" / "live-nvidia-devices.json").read_text())["nvidia"]
+    captured = discovered("h200-2gpu", tmp_path)
+    for key in ("driver_version", "kernel_module", "majors", "gpu_nodes"):
+        assert live[key] == captured[key], key
+    assert [(n["path"], n["major"], n["minor"]) for n in live["nodes"]] == [
+        (n["path"], n["major"], n["minor"]) for n in captured["nodes"]
+    ]
+    assert [gpu["index"] for gpu in live["gpus"]] == [0, 1]
+    plan = json.loads((GPU / "h200-2gpu" / "live-passthrough-plan.json").read_text())
+    assert plan["gpus"] == 2 and plan["cgroup"] == "v2"
+    assert plan["node_ids"] == [f"{n['path']} {n['major']}:{n['minor']}" for n in live["nodes"]]

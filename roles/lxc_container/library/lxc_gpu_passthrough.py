@@ -240,6 +240,7 @@ def main() -> None:
         wanted = memlock_lines(nodes, params["memlock"])
     else:
         wanted = raw_lines(nodes, cgroup) + memlock_lines(nodes, params["memlock"])
+    result["entries"] = [f"{key}{separator}{value}" for key, value in wanted]
     if not params["config_path"]:
         module.exit_json(**result)
 
@@ -254,7 +255,6 @@ def main() -> None:
             text = handle.read()
     plan = plan_raw(text, wanted, nvidia_majors(nvidia), separator)
     result.update(
-        entries=[f"{key}{separator}{value}" for key, value in wanted],
         added=plan.added,
         removed=plan.removed,
         changed=plan.changed,
