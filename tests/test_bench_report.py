@@ -238,3 +238,29 @@ def test_progress_line():
     assert level_summary(ON, 1024) == "concurrency 1024: 3740.0 tok/s total, p99 TTFT 28900.0 ms, mean power 497 W per GPU"
     with pytest.raises(ReportError, match="no line for concurrency 2048"):
         level_summary(ON, 2048)
+
+
+# --- the README's example, made from the recorded runs --------------------------------------------
+
+EXAMPLE = REPO / "docs" / "bench-example"
+EXAMPLE_TITLE = "EXAMPLE DATA (synthetic numbers): SGLang serving benchmark"
+
+
+def test_readme_example_is_made_from_the_recorded_runs(monkeypatch):
+    """UPDATE_BENCH_EXAMPLE=1 rewrites docs/bench-example/ from tests/fixtures/bench/runs."""
+    import os
+
+    monkeypatch.chdir(REPO)
+    runs = read_runs(["tests/fixtures/bench/runs/autotune-off", "tests/fixtures/bench/runs/autotune-on"])
+    markdown, plot = render_markdown(runs), render_plot(runs, title=EXAMPLE_TITLE)
+    if os.environ.get("UPDATE_BENCH_EXAMPLE") == "1":
+        EXAMPLE.mkdir(parents=True, exist_ok=True)
+        (EXAMPLE / "report.md").write_text(markdown)
+        (EXAMPLE / "throughput.png").write_bytes(plot)
+    assert (EXAMPLE / "report.md").read_text() == markdown
+    assert png_size((EXAMPLE / "throughput.png").read_bytes()) == png_size(plot)
+    readme = (REPO / "README.md").read_text()
+    rows = [line for line in markdown.splitlines() if line.startswith("| ")]
+    assert len(rows) == 9
+    for row in rows:
+        assert row in readme.splitlines(), row

@@ -277,7 +277,7 @@ def render_markdown(runs: list[Run]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_plot(runs: list[Run]) -> bytes:
+def render_plot(runs: list[Run], title: str = "SGLang serving benchmark") -> bytes:
     """throughput.png: total throughput vs concurrency per run; power per GPU below when sampled."""
     import matplotlib
 
@@ -292,7 +292,7 @@ def render_plot(runs: list[Run]) -> bytes:
         xs = sorted(run.levels)
         top.plot(xs, [run.levels[c].total_throughput for c in xs], marker="o", label=run.label)
     top.set_ylabel("total throughput (tok/s)")
-    top.set_title("SGLang serving benchmark")
+    top.set_title(title)
     top.grid(True, alpha=0.3)
     top.legend()
     if power:
