@@ -134,15 +134,17 @@ def test_without_a_server_it_fails_at_once_and_writes_nothing(box):
 
 
 def test_check_mode_shows_the_commands_and_writes_nothing(box, server):
+    """The A/B path in check mode: both arms planned through the roles, nothing touched."""
     before = tree_digest(box["package"])
-    run = bench(box, server, "--check", levels="[64, 1024]")
+    run = bench(box, server, "--check", "--diff", "-e", "bench_compare=autotune", levels="[64, 1024]")
     assert run.status == "successful", run.stdout
+    assert '+            "flashinfer_cutlass",' in run.stdout  # the arm's gate edit, shown not made
     out = flat(run.stdout)
     assert "SGLang 0.5.12: sglang.bench_serving" in out
     assert f"{box['python']} -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port {server}" in out
     assert "--dataset-name random-ids --random-input-len 1024 --random-output-len 1024" in out
     assert "--num-prompts 2048 --max-concurrency 1024" in out
-    assert not box["runs"].exists() and not box["scratch"].exists()
+    assert not box["runs"].exists() and not box["scratch"].exists() and not box["state"].exists()
     assert tree_digest(box["package"]) == before
 
 
@@ -208,6 +210,17 @@ def test_report_playbook_writes_the_table_and_the_plot(tmp_path):
     assert (out / "throughput.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     again = report(private, runs, out)
     assert (again.status, again.changed) == ("successful", 0), again.stdout
+
+
+def test_report_playbook_check_mode_writes_nothing(tmp_path):
+    private, out = tmp_path / "runner", tmp_path / "out"
+    private.mkdir()
+    run = run_playbook(private, "bench_report.yml", [
+        "-e", f"bench_report_runs={FIXTURES / 'runs' / 'autotune-off'},{FIXTURES / 'runs' / 'autotune-on'}",
+        "-e", f"bench_report_out={out}", "--check"])
+    assert (run.status, run.changed) == ("successful", 1), run.stdout
+    assert "| 1024 | autotune-on | 3740.0 |" in run.stdout
+    assert not out.exists()
 
 
 def test_report_playbook_bad_line_fails_and_writes_nothing(tmp_path):
