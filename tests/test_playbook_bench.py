@@ -236,3 +236,13 @@ def test_report_playbook_bad_line_fails_and_writes_nothing(tmp_path):
     assert f"{bad / 'results.jsonl'}:2: not JSON" in " ".join(run.failures)
     assert "Nothing was written" in " ".join(run.failures)
     assert not out.exists()
+
+
+def test_ab_refuses_a_pinned_autotune(box, server):
+    shipped = wheel_member("0.5.12", "sglang/" + GATE)
+    run = bench(box, server, "-e", "bench_compare=autotune", "-e", "autotune=false")
+    assert run.status == "failed", run.stdout
+    assert "asked for autotune on but the autotune role left it off" in " ".join(run.failures)
+    assert "Is autotune pinned with -e autotune=...?" in " ".join(run.failures)
+    assert (box["package"] / GATE).read_bytes() == shipped
+    assert not box["runs"].exists()
