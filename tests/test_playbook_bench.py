@@ -164,6 +164,9 @@ def test_ab_compare_reports_and_restores(box, server):
     assert meta["label"] == "autotune-on" and meta["sglang_version"] == "0.5.12"
     assert meta["benchmark_module"] == "sglang.bench_serving"
     assert meta["autotune"]["gate"]["state"] == "enabled"
+    assert meta["autotune"]["server_flag_disables_it"] is False
+    assert meta["autotune"]["journal_lines_this_start"].startswith("no journal")
+    assert meta["server_command_line"] == "unknown: sglang.service runs no process"
     assert json.loads((off / "run.json").read_text())["autotune"]["gate"]["state"] == "commented"
     report = next(box["runs"].glob("autotune-compare-*")) / "report.md"
     assert "| 1024 | autotune-on | 3740.0 | 1870.0 | 15400.0 | 28900.0 | 556.00 | 78 | 4.23 |" in report.read_text()
