@@ -249,3 +249,21 @@ def test_ab_refuses_a_pinned_autotune(box, server):
     assert "Is autotune pinned with -e autotune=...?" in " ".join(run.failures)
     assert (box["package"] / GATE).read_bytes() == shipped
     assert not box["runs"].exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "needles"),
+    [
+        (["-e", "bench_compare=both"], ["sglang_bench_compare", "none, autotune"]),
+        (["-e", '{"sglang_bench_concurrencies": [64, 0]}'], ["distinct concurrencies of 1 or more", "[64, 0]"]),
+    ],
+)
+def test_bad_settings_fail_before_anything(box, server, extra, needles):
+    before = tree_digest(box["package"])
+    run = bench(box, server, *extra)
+    assert run.status == "failed" and run.changed == 0, run.stdout
+    message = " ".join(run.failures)
+    for needle in needles:
+        assert needle in message, message
+    assert not box["runs"].exists() and not box["scratch"].exists()
+    assert tree_digest(box["package"]) == before
