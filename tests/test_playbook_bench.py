@@ -78,7 +78,7 @@ def box(tmp_path: Path):
             "scratch": tmp_path / "scratch"}
 
 
-def bench(box: dict, port: int, *extra: str, levels: str = "[1024]") -> Run:
+def bench(box: dict, port: int, *extra: str, levels: str = "1024") -> Run:
     return run_playbook(box["private"], "bench.yml", [
         "-e", f"sglang_package_dir={box['package']}",
         "-e", f"sglang_bench_python={box['python']}",
@@ -87,7 +87,7 @@ def bench(box: dict, port: int, *extra: str, levels: str = "[1024]") -> Run:
         "-e", f"sglang_bench_remote_dir={box['scratch']}",
         "-e", f"sglang_autotune_state_dir={box['state']}",
         "-e", f"sglang_bench_nvidia_smi={FIXTURES / 'fake_nvidia_smi.py'}",
-        "-e", f'{{"sglang_bench_concurrencies": {levels}}}',
+        "-e", f"sglang_bench_concurrencies={levels}",
         "-e", "sglang_bench_redeploy_server=false",
         *extra,
     ])
@@ -136,7 +136,7 @@ def test_without_a_server_it_fails_at_once_and_writes_nothing(box):
 def test_check_mode_shows_the_commands_and_writes_nothing(box, server):
     """The A/B path in check mode: both arms planned through the roles, nothing touched."""
     before = tree_digest(box["package"])
-    run = bench(box, server, "--check", "--diff", "-e", "bench_compare=autotune", levels="[64, 1024]")
+    run = bench(box, server, "--check", "--diff", "-e", "bench_compare=autotune", levels="64,1024")
     assert run.status == "successful", run.stdout
     assert '+            "flashinfer_cutlass",' in run.stdout  # the arm's gate edit, shown not made
     out = flat(run.stdout)
@@ -255,7 +255,7 @@ def test_ab_refuses_a_pinned_autotune(box, server):
     ("extra", "needles"),
     [
         (["-e", "bench_compare=both"], ["sglang_bench_compare", "none, autotune"]),
-        (["-e", '{"sglang_bench_concurrencies": [64, 0]}'], ["distinct concurrencies of 1 or more", "[64, 0]"]),
+        (["-e", "sglang_bench_concurrencies=64,0"], ["distinct concurrencies of 1 or more", "64,0"]),
     ],
 )
 def test_bad_settings_fail_before_anything(box, server, extra, needles):
