@@ -264,3 +264,11 @@ def test_readme_example_is_made_from_the_recorded_runs(monkeypatch):
     assert len(rows) == 9
     for row in rows:
         assert row in readme.splitlines(), row
+
+
+def test_real_sampler_file():
+    """What the role's own sampler command wrote with -f on a real H200 before it was stopped."""
+    sample = parse_power(NVIDIA / "h200-1gpu-sampler-file.csv")
+    assert sample["gpus"] == 1
+    assert sample["power_w"] == pytest.approx((118.94 + 80.68 + 80.56 + 80.56) / 4)
+    assert sample["power_max_w"] == 118.94
