@@ -1,0 +1,330 @@
+"""Read recorded benchmark runs and compare them per concurrency.
+
+A run directory holds what ``playbooks/bench.yml`` fetched: ``results.jsonl``
+(SGLang's own ``--output-file`` lines, one per concurrency level),
+``power-<concurrency>.csv`` (``nvidia-smi --query-gpu=timestamp,index,
+power.draw,utilization.gpu,memory.used --format=csv,noheader,nounits -l 1``
+while that level ran) and ``run.json`` (label, install, server command line).
+
+Everything is read and checked before anything is written: a bad file raises
+:class:`ReportError` naming the file and the line.
+
+Standard library only; the plot imports matplotlib when it is drawn.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+# Keys of the dict SGLang's serving benchmark appends to --output-file, the
+# same from 0.5.8 to 0.5.23 (tests/test_bench_report.py reads them from the
+# wheels).
+REQUIRED_KEYS = (
+    "max_concurrency",
+    "total_throughput",
+    "output_throughput",
+    "mean_ttft_ms",
+    "p99_ttft_ms",
+    "p99_itl_ms",
+)
+POWER_FIELDS = 5  # timestamp, index, power.draw, utilization.gpu, memory.used
+POWER_FILE_RE = re.compile(r"^power-(\d+)\.csv$")
+# nvidia-smi writes these instead of a number for a GPU that cannot report.
+NOT_A_READING = {"[N/A]", "[Not Supported]", "N/A", "[Unknown Error]"}
+
+
+class ReportError(Exception):
+    """Input that cannot be reported on; the message names the file and line."""
+
+
+@dataclass
+class Level:
+    """One concurrency level of one run, from its JSONL line."""
+
+    concurrency: int
+    total_throughput: float
+    output_throughput: float
+    mean_ttft_ms: float
+    p99_ttft_ms: float
+    p99_itl_ms: float
+    power_w: Optional[float] = None
+    power_max_w: Optional[float] = None
+    utilization_pct: Optional[float] = None
+    gpus: int = 0
+
+
+@dataclass
+class Run:
+    """A run directory, read."""
+
+    label: str
+    directory: str
+    levels: dict[int, Level] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def power_sampled(self) -> bool:
+        return any(level.power_w is not None for level in self.levels.values())
+
+
+def _number(value: Any, where: str, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ReportError(f"{where}: {key} is {json.dumps(value)}; expected a finite number")
+    return float(value)
+
+
+def parse_results(path: Path) -> tuple[dict[int, Level], list[str]]:
+    """The levels of one results.jsonl, keyed by max_concurrency.
+
+    A level measured twice (SGLang appends) keeps its last line, with a note.
+    """
+    if not path.is_file():
+        raise ReportError(f"{path}: missing; expected SGLang's JSONL written by --output-file")
+    levels: dict[int, Level] = {}
+    notes: list[str] = []
+    text = path.read_text(encoding="utf-8", errors="replace")
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ReportError(f"{where}: not JSON ({exc.msg}); expected one object per line") from None
+        if not isinstance(record, dict):
+            raise ReportError(f"{where}: a JSON {type(record).__name__}; expected an object")
+        missing = [key for key in REQUIRED_KEYS if key not in record]
+        if missing:
+            raise ReportError(f"{where}: missing {', '.join(missing)}; is this SGLang's benchmark output?")
+        concurrency = record["max_concurrency"]
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ReportError(f"{where}: max_concurrency is {json.dumps(concurrency)}; expected a positive "
+                              "integer (run the benchmark with --max-concurrency)")
+        if concurrency in levels:
+            notes.append(f"{path.name}: concurrency {concurrency} measured twice; line {lineno} kept")
+        levels[concurrency] = Level(concurrency, *(_number(record[key], where, key) for key in REQUIRED_KEYS[1:]))
+    if not levels:
+        raise ReportError(f"{path}: no results; expected one JSON line per concurrency level")
+    return levels, notes
+
+
+def _reading(value: str, where: str, name: str) -> Optional[float]:
+    value = value.strip()
+    if value in NOT_A_READING:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        raise ReportError(f"{where}: {name} is {value!r}; expected a number "
+                          "(nvidia-smi --format=csv,noheader,nounits)") from None
+    if not math.isfinite(number):
+        raise ReportError(f"{where}: {name} is {value!r}; expected a finite number")
+    return number
+
+
+def parse_power(path: Path) -> dict[str, Any]:
+    """Mean and max power per GPU, mean SM utilisation, and the GPU count of one CSV."""
+    power: list[float] = []
+    utilization: list[float] = []
+    gpus: set[str] = set()
+    for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        fields = [part.strip() for part in line.split(",")]
+        if len(fields) != POWER_FIELDS:
+            raise ReportError(f"{where}: {len(fields)} fields; expected {POWER_FIELDS} "
+                              "(timestamp, index, power.draw, utilization.gpu, memory.used)")
+        if not fields[1].isdigit():
+            raise ReportError(f"{where}: GPU index is {fields[1]!r}; expected a number "
+                              "(a header line? sample with --format=csv,noheader,nounits)")
+        gpus.add(fields[1])
+        watts = _reading(fields[2], where, "power.draw")
+        if watts is not None:
+            power.append(watts)
+        busy = _reading(fields[3], where, "utilization.gpu")
+        if busy is not None:
+            utilization.append(busy)
+        _reading(fields[4], where, "memory.used")
+    return {
+        "power_w": sum(power) / len(power) if power else None,
+        "power_max_w": max(power) if power else None,
+        "utilization_pct": sum(utilization) / len(utilization) if utilization else None,
+        "gpus": len(gpus),
+    }
+
+
+def read_run(directory: Path) -> Run:
+    """A run directory: its results, its power samples and its label."""
+    if not directory.is_dir():
+        raise ReportError(f"{directory}: no such run directory; expected a directory from playbooks/bench.yml "
+                          "holding results.jsonl")
+    levels, notes = parse_results(directory / "results.jsonl")
+    label = directory.name
+    run_json = directory / "run.json"
+    if run_json.is_file():
+        try:
+            meta = json.loads(run_json.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ReportError(f"{run_json}:{exc.lineno}: not JSON ({exc.msg})") from None
+        if isinstance(meta, dict) and isinstance(meta.get("label"), str) and meta["label"].strip():
+            label = meta["label"].strip()
+    for csv in sorted(directory.iterdir()):
+        match = POWER_FILE_RE.match(csv.name)
+        if not match:
+            continue
+        concurrency = int(match.group(1))
+        sample = parse_power(csv)
+        if concurrency not in levels:
+            notes.append(f"{csv.name}: no result for concurrency {concurrency}; power ignored")
+            continue
+        for key, value in sample.items():
+            setattr(levels[concurrency], key, value)
+    return Run(label=label, directory=str(directory), levels=levels, notes=notes)
+
+
+def read_runs(directories: list[str]) -> list[Run]:
+    """Every run, read and checked; labels made unique with the directory name."""
+    if not directories:
+        raise ReportError("no runs given; expected bench_report_runs=DIR_A[,DIR_B,...]")
+    runs = [read_run(Path(directory)) for directory in directories]
+    seen: dict[str, int] = {}
+    for run in runs:
+        seen[run.label] = seen.get(run.label, 0) + 1
+    for run in runs:
+        if seen[run.label] > 1:
+            run.label = f"{run.label} ({Path(run.directory).name})"
+    return runs
+
+
+def concurrencies(runs: list[Run]) -> list[int]:
+    return sorted({c for run in runs for c in run.levels})
+
+
+def ratio(value: Optional[float], base: Optional[float]) -> Optional[str]:
+    """value/base to two decimals; None when either side is missing or base is 0."""
+    if value is None or base is None or base == 0:
+        return None
+    return f"{value / base:.2f}"
+
+
+def _fmt(value: Optional[float], digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def table_rows(runs: list[Run]) -> list[dict[str, Any]]:
+    """One row per concurrency and run, with the ratio of total throughput to the first run."""
+    rows = []
+    base = runs[0]
+    for concurrency in concurrencies(runs):
+        base_level = base.levels.get(concurrency)
+        for index, run in enumerate(runs):
+            level = run.levels.get(concurrency)
+            row: dict[str, Any] = {"concurrency": concurrency, "run": run.label, "present": level is not None}
+            if level is not None:
+                row.update(vars(level))
+            if index > 0:
+                row["ratio"] = ratio(level.total_throughput if level else None,
+                                     base_level.total_throughput if base_level else None)
+            rows.append(row)
+    return rows
+
+
+def render_markdown(runs: list[Run]) -> str:
+    """report.md: the table, what each ratio compares, and the notes."""
+    compare = len(runs) > 1
+    power = any(run.power_sampled for run in runs)
+    head = ["Concurrency", "Run", "Total tok/s", "Output tok/s", "Mean TTFT ms", "P99 TTFT ms", "P99 ITL ms"]
+    if power:
+        head.append("Mean GPU power W")
+    if compare:
+        head.append(f"Total vs {runs[0].label}")
+    lines = [
+        "# SGLang serving benchmark",
+        "",
+        "Runs: " + ", ".join(f"`{run.label}` ({run.directory})" for run in runs) + ".",
+    ]
+    if compare:
+        lines.append(f"Ratios: total throughput of each run divided by `{runs[0].label}`'s at the same concurrency.")
+    if power:
+        lines.append("Power: mean draw per GPU over the samples taken while that level ran (nvidia-smi, 1 s).")
+    lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in table_rows(runs):
+        if row["present"]:
+            cells = [str(row["concurrency"]), row["run"], _fmt(row["total_throughput"], 1),
+                     _fmt(row["output_throughput"], 1), _fmt(row["mean_ttft_ms"], 1),
+                     _fmt(row["p99_ttft_ms"], 1), _fmt(row["p99_itl_ms"], 2)]
+            if power:
+                cells.append(_fmt(row["power_w"], 0) if row["power_w"] is not None else "not sampled")
+        else:
+            cells = [str(row["concurrency"]), row["run"], "not run at this concurrency"] + [""] * (4 + int(power))
+        if compare:
+            cells.append("" if "ratio" not in row else (row["ratio"] or "-"))
+        lines.append("| " + " | ".join(cells) + " |")
+    notes = [note for run in runs for note in run.notes]
+    for concurrency in concurrencies(runs):
+        only = [run.label for run in runs if concurrency in run.levels]
+        if compare and len(only) < len(runs):
+            notes.append(f"concurrency {concurrency}: only in {', '.join(only)}")
+    if notes:
+        lines += ["", "Notes:", ""] + [f"- {note}" for note in notes]
+    return "\n".join(lines) + "\n"
+
+
+def render_plot(runs: list[Run], title: str = "SGLang serving benchmark") -> bytes:
+    """throughput.png: total throughput vs concurrency per run; power per GPU below when sampled."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    power = any(run.power_sampled for run in runs)
+    fig, axes = plt.subplots(2 if power else 1, 1, figsize=(8, 7 if power else 4.5), dpi=100,
+                             sharex=True, squeeze=False)
+    top = axes[0][0]
+    for run in runs:
+        xs = sorted(run.levels)
+        top.plot(xs, [run.levels[c].total_throughput for c in xs], marker="o", label=run.label)
+    top.set_ylabel("total throughput (tok/s)")
+    top.set_title(title)
+    top.grid(True, alpha=0.3)
+    top.legend()
+    if power:
+        bottom = axes[1][0]
+        for run in runs:
+            xs = [c for c in sorted(run.levels) if run.levels[c].power_w is not None]
+            if xs:
+                bottom.plot(xs, [run.levels[c].power_w for c in xs], marker="s", label=run.label)
+        bottom.set_ylabel("mean power per GPU (W)")
+        bottom.grid(True, alpha=0.3)
+        bottom.legend()
+    axes[-1][0].set_xlabel("concurrency")
+    axes[-1][0].set_xscale("log", base=2)
+    ticks = concurrencies(runs)
+    axes[-1][0].set_xticks(ticks, [str(t) for t in ticks])
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    # No Software/date metadata: the same runs give the same bytes.
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def level_summary(run_dir: Path, concurrency: int) -> str:
+    """The progress line printed as a level finishes."""
+    levels, _ = parse_results(run_dir / "results.jsonl")
+    if concurrency not in levels:
+        raise ReportError(f"{run_dir / 'results.jsonl'}: no line for concurrency {concurrency}; "
+                          "the benchmark wrote no result for this level")
+    level = levels[concurrency]
+    csv = run_dir / f"power-{concurrency}.csv"
+    power = parse_power(csv)["power_w"] if csv.is_file() else None
+    watts = "not sampled" if power is None else f"{power:.0f} W per GPU"
+    return (f"concurrency {concurrency}: {level.total_throughput:.1f} tok/s total, "
+            f"p99 TTFT {level.p99_ttft_ms:.1f} ms, mean power {watts}")

@@ -1,0 +1,269 @@
+"""playbooks/bench.yml and bench_report.yml through ansible-runner, without a GPU.
+
+The SGLang tree is a real 0.5.12 wheel unpacked (gate file and benchmark
+source); the server is a loopback HTTP stand-in answering /health; the
+benchmark and nvidia-smi are stand-ins under tests/fixtures/bench that write
+recorded lines and real captured samples.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import REPO, Run, run_playbook, sglang_wheel, unpack_sglang, wheel_member
+
+FIXTURES = REPO / "tests" / "fixtures" / "bench"
+GATE = "srt/model_executor/model_runner.py"
+
+
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd.server_address[1]
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def tree_digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        digest.update(str(path.relative_to(root)).encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.fixture
+def box(tmp_path: Path):
+    """A real SGLang 0.5.12 tree, a fake python beside its config, and places for results."""
+    package = unpack_sglang("0.5.12", tmp_path / "site")
+    with zipfile.ZipFile(sglang_wheel("0.5.12")) as wheel:
+        wheel.extract("sglang/bench_serving.py", tmp_path / "site")
+    fake = tmp_path / "venv" / "bin"
+    fake.mkdir(parents=True)
+    shutil.copy(FIXTURES / "fake_python.py", fake / "python")
+    config = {"gate": str(package / GATE), "runs": str(FIXTURES / "runs")}
+    (fake / "fake-bench.json").write_text(json.dumps(config))
+    private = tmp_path / "runner"
+    private.mkdir()
+    return {"tmp": tmp_path, "package": package, "python": fake / "python", "config": fake / "fake-bench.json",
+            "private": private, "runs": tmp_path / "bench-runs", "state": tmp_path / "state",
+            "scratch": tmp_path / "scratch"}
+
+
+def bench(box: dict, port: int, *extra: str, levels: str = "1024") -> Run:
+    return run_playbook(box["private"], "bench.yml", [
+        "-e", f"sglang_package_dir={box['package']}",
+        "-e", f"sglang_bench_python={box['python']}",
+        "-e", f"sglang_bench_port={port}",
+        "-e", f"sglang_bench_runs_dir={box['runs']}",
+        "-e", f"sglang_bench_remote_dir={box['scratch']}",
+        "-e", f"sglang_autotune_state_dir={box['state']}",
+        "-e", f"sglang_bench_nvidia_smi={FIXTURES / 'fake_nvidia_smi.py'}",
+        "-e", f"sglang_bench_concurrencies={levels}",
+        "-e", "sglang_bench_redeploy_server=false",
+        *extra,
+    ])
+
+
+def flat(text: str) -> str:
+    """Output with YAML's line wrapping undone."""
+    return " ".join(text.split())
+
+
+def samplers_running(marker: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if marker in cmdline and "fake_nvidia_smi" in cmdline:
+            found.append(cmdline)
+    return found
+
+
+def test_syntax_of_both_playbooks():
+    for playbook in ("bench.yml", "bench_report.yml"):
+        result = subprocess.run(
+            [str(Path(sys.executable).with_name("ansible-playbook")), "--syntax-check", "-i", "localhost,",
+             str(REPO / "playbooks" / playbook)],
+            capture_output=True, text=True, env={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "PATH": "/usr/bin:/bin"},
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_without_a_server_it_fails_at_once_and_writes_nothing(box):
+    before = tree_digest(box["package"])
+    port = free_port()
+    run = bench(box, port)
+    assert run.status == "failed" and run.failed == 1, run.stdout
+    message = " ".join(run.failures)
+    assert f"No SGLang server answers at http://127.0.0.1:{port}/health" in message
+    assert "ansible-playbook site.yml" in message and "systemctl start sglang" in message
+    assert run.changed == 0
+    assert not box["runs"].exists() and not box["scratch"].exists()
+    assert tree_digest(box["package"]) == before
+
+
+def test_check_mode_shows_the_commands_and_writes_nothing(box, server):
+    """The A/B path in check mode: both arms planned through the roles, nothing touched."""
+    before = tree_digest(box["package"])
+    run = bench(box, server, "--check", "--diff", "-e", "bench_compare=autotune", levels="64,1024")
+    assert run.status == "successful", run.stdout
+    assert '+            "flashinfer_cutlass",' in run.stdout  # the arm's gate edit, shown not made
+    out = flat(run.stdout)
+    assert "SGLang 0.5.12: sglang.bench_serving" in out
+    assert f"{box['python']} -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port {server}" in out
+    assert "--dataset-name random-ids --random-input-len 1024 --random-output-len 1024" in out
+    assert "--num-prompts 2048 --max-concurrency 1024" in out
+    assert not box["runs"].exists() and not box["scratch"].exists() and not box["state"].exists()
+    assert tree_digest(box["package"]) == before
+
+
+def test_ab_compare_reports_and_restores(box, server):
+    shipped = wheel_member("0.5.12", "sglang/" + GATE)
+    run = bench(box, server, "-e", "bench_compare=autotune")
+    assert run.status == "successful", run.stdout
+    # Progress: one line per level as it finishes, sampled by the stand-in nvidia-smi.
+    out = flat(run.stdout)
+    assert "concurrency 1024: 884.0 tok/s total, p99 TTFT 88300.0 ms, mean power 78 W per GPU" in out
+    assert "concurrency 1024: 3740.0 tok/s total, p99 TTFT 28900.0 ms, mean power 78 W per GPU" in out
+    off = next(box["runs"].glob("autotune-off-*"))
+    on = next(box["runs"].glob("autotune-on-*"))
+    assert [json.loads(line)["max_concurrency"] for line in (on / "results.jsonl").read_text().splitlines()] == [1024]
+    assert (on / "power-1024.csv").read_text().startswith("2026/11/30 14:50:34.069, 0, 78.12, 0, 0\n")
+    meta = json.loads((on / "run.json").read_text())
+    assert meta["label"] == "autotune-on" and meta["sglang_version"] == "0.5.12"
+    assert meta["benchmark_module"] == "sglang.bench_serving"
+    assert meta["autotune"]["gate"]["state"] == "enabled"
+    assert meta["autotune"]["server_flag_disables_it"] is False
+    assert meta["autotune"]["journal_lines_this_start"].startswith("no journal")
+    assert meta["server_command_line"] == "unknown: sglang.service runs no process"
+    assert json.loads((off / "run.json").read_text())["autotune"]["gate"]["state"] == "commented"
+    report = next(box["runs"].glob("autotune-compare-*")) / "report.md"
+    assert "| 1024 | autotune-on | 3740.0 | 1870.0 | 15400.0 | 28900.0 | 556.00 | 78 | 4.23 |" in report.read_text()
+    assert report.with_name("throughput.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The starting state (shipped, autotune off) is back; no sampler left; scratch removed.
+    assert (box["package"] / GATE).read_bytes() == shipped
+    assert not list(box["state"].glob("*.json"))
+    assert not samplers_running(str(box["scratch"]))
+    assert not list(box["scratch"].iterdir())
+
+
+def test_ab_restores_the_starting_state_when_a_run_fails(box, server):
+    shipped = wheel_member("0.5.12", "sglang/" + GATE)
+    config = json.loads(box["config"].read_text())
+    box["config"].write_text(json.dumps(config | {"fail_when": "autotune-on"}))
+    run = bench(box, server, "-e", "bench_compare=autotune")
+    assert run.status == "failed", run.stdout
+    out = flat(run.stdout)
+    assert "crashed on purpose with autotune-on" in out
+    # The gate was patched for the failing arm, then put back as it was.
+    assert "Uncomment the flashinfer_cutlass entry" in out
+    assert "Restore the starting autotune gate" in out and "Restore the shipped gate" in out
+    assert (box["package"] / GATE).read_bytes() == shipped
+    assert not list(box["state"].glob("*.json"))
+    assert not samplers_running(str(box["scratch"]))
+    assert not list(box["runs"].glob("autotune-compare-*"))  # no report from a failed comparison
+
+
+# --- bench_report.yml ------------------------------------------------------------------------------
+
+
+def report(private: Path, runs: str, out: Path) -> Run:
+    return run_playbook(private, "bench_report.yml", ["-e", f"bench_report_runs={runs}", "-e", f"bench_report_out={out}"])
+
+
+def test_report_playbook_writes_the_table_and_the_plot(tmp_path):
+    private, out = tmp_path / "runner", tmp_path / "out"
+    private.mkdir()
+    runs = f"{FIXTURES / 'runs' / 'autotune-off'},{FIXTURES / 'runs' / 'autotune-on'}"
+    first = report(private, runs, out)
+    assert (first.status, first.changed) == ("successful", 1), first.stdout
+    text = (out / "report.md").read_text()
+    assert "| 512 | autotune-on | 2800.0 | 1400.0 | 7960.0 | 14800.0 | 372.00 | 455 | 3.19 |" in text
+    assert (out / "throughput.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    again = report(private, runs, out)
+    assert (again.status, again.changed) == ("successful", 0), again.stdout
+
+
+def test_report_playbook_check_mode_writes_nothing(tmp_path):
+    private, out = tmp_path / "runner", tmp_path / "out"
+    private.mkdir()
+    run = run_playbook(private, "bench_report.yml", [
+        "-e", f"bench_report_runs={FIXTURES / 'runs' / 'autotune-off'},{FIXTURES / 'runs' / 'autotune-on'}",
+        "-e", f"bench_report_out={out}", "--check"])
+    assert (run.status, run.changed) == ("successful", 1), run.stdout
+    assert "| 1024 | autotune-on | 3740.0 |" in run.stdout
+    assert not out.exists()
+
+
+def test_report_playbook_bad_line_fails_and_writes_nothing(tmp_path):
+    private, out = tmp_path / "runner", tmp_path / "out"
+    private.mkdir()
+    bad = tmp_path / "bad"
+    shutil.copytree(FIXTURES / "runs" / "autotune-on", bad)
+    lines = (bad / "results.jsonl").read_text().splitlines()
+    lines[1] = lines[1][:40]
+    (bad / "results.jsonl").write_text("\n".join(lines) + "\n")
+    run = report(private, f"{FIXTURES / 'runs' / 'autotune-off'},{bad}", out)
+    assert run.status == "failed", run.stdout
+    assert f"{bad / 'results.jsonl'}:2: not JSON" in " ".join(run.failures)
+    assert "Nothing was written" in " ".join(run.failures)
+    assert not out.exists()
+
+
+def test_ab_refuses_a_pinned_autotune(box, server):
+    shipped = wheel_member("0.5.12", "sglang/" + GATE)
+    run = bench(box, server, "-e", "bench_compare=autotune", "-e", "autotune=false")
+    assert run.status == "failed", run.stdout
+    assert "asked for autotune on but the autotune role left it off" in " ".join(run.failures)
+    assert "Is autotune pinned with -e autotune=...?" in " ".join(run.failures)
+    assert (box["package"] / GATE).read_bytes() == shipped
+    assert not box["runs"].exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "needles"),
+    [
+        (["-e", "bench_compare=both"], ["sglang_bench_compare", "none, autotune"]),
+        (["-e", "sglang_bench_concurrencies=64,0"], ["distinct concurrencies of 1 or more", "64,0"]),
+    ],
+)
+def test_bad_settings_fail_before_anything(box, server, extra, needles):
+    before = tree_digest(box["package"])
+    run = bench(box, server, *extra)
+    assert run.status == "failed" and run.changed == 0, run.stdout
+    message = " ".join(run.failures)
+    for needle in needles:
+        assert needle in message, message
+    assert not box["runs"].exists() and not box["scratch"].exists()
+    assert tree_digest(box["package"]) == before
