@@ -134,38 +134,58 @@ message:
   type: str
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_locate import locate_package
 from ansible.module_utils.sglang_gate import (
     GateError,
+    check_state_dir,
     inspect_gate,
     plan_edit,
+    python_problem,
     read_record,
+    shipped_digest,
     state_file_for,
     verify_gate,
 )
 
+
 def run(module: AnsibleModule) -> None:
-    package_dir = locate_package(module, module.params["package_dir"], module.params["python"])
+    params = module.params
+    if params["package_dir"] and not os.path.isabs(params["package_dir"]):
+        module.fail_json(msg=f"sglang_package_dir={params['package_dir']!r} is a relative path; it would "
+                         "be read relative to wherever the module happens to run on the target. Give "
+                         f"an absolute path (e.g. -e sglang_package_dir=$PWD/{params['package_dir']}).")
+    if not params["package_dir"] and params["python"] and os.path.lexists(params["python"]):
+        problem = python_problem(params["python"])
+        if problem:
+            module.fail_json(msg=problem)
+    package_dir = locate_package(module, params["package_dir"], params["python"])
     if package_dir is None:
         module.exit_json(changed=False, state="not_installed", action="none", version="not installed",
                          file="", lineno=0, upstream_enabled=False, record_stale=False, server_args={},
+                         log="keep", outcome="shipped", decided_by="nothing",
                          message="SGLang is not installed yet: check mode cannot inspect its gate.")
     try:
         report = inspect_gate(package_dir)
-        state_file = state_file_for(module.params["state_dir"], report.file)
-        record = read_record(state_file)
-        result = dict(report.as_dict(), state_file=str(state_file), record=record or {},
-                      changed=False)
-        if module.params["verify"]:
-            problems = verify_gate(report, module.params["verify"], module.params["expect_sha256"])
+        state_file = state_file_for(params["state_dir"], report.file)
+        result = dict(report.as_dict(), state_file=str(state_file), record={}, changed=False)
+        if params["verify"]:
+            problems = verify_gate(report, params["verify"], params["expect_sha256"])
             if problems:
                 module.fail_json(msg=f"verification of {report.file} failed: " + "; ".join(problems),
                                  **result)
             result["message"] = (f"SGLang {report.version}: proven {report.state} at "
                                  f"{report.file}:{report.lineno}, sha256 {report.sha256}")
             module.exit_json(**result)
-        plan = plan_edit(report, record, module.params["autotune"])
+        check_state_dir(params["state_dir"], state_file)
+        shipped = shipped_digest(report)
+        # With RECORD, this project's log is never read: it cannot decide anything.
+        record = read_record(state_file) if shipped is None else None
+        result["record"] = record or {}
+        result["shipped_record"] = shipped.record if shipped else ""
+        plan = plan_edit(report, shipped, record, params["autotune"])
     except GateError as exc:
         module.fail_json(msg=str(exc), package_dir=package_dir)
     plan_dict = plan.as_dict()
