@@ -431,9 +431,8 @@ def test_state_dir_that_is_not_a_directory(tmp_path):
     with pytest.raises(gate.GateError, match=r"state_dir=.*/file is a file, expected a directory"):
         gate.check_state_dir(tmp_path / "file", tmp_path / "file" / "x.json")
     (tmp_path / "log.json").mkdir()
-    with pytest.raises(gate.GateError, match="log.json is a directory, expected a regular file"):
-        gate.check_state_dir(tmp_path, tmp_path / "log.json")
-    gate.check_state_dir(tmp_path / "missing", tmp_path / "missing" / "x.json")
+    assert "log.json is a directory, not a file: it is left alone" in gate.check_state_dir(tmp_path, tmp_path / "log.json")
+    assert gate.check_state_dir(tmp_path / "missing", tmp_path / "missing" / "x.json") == ""
 
 
 def test_two_records_that_disagree(sglang_tree):

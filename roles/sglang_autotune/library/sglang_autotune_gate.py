@@ -142,6 +142,7 @@ from ansible.module_utils.sglang_gate import (
     GateError,
     check_state_dir,
     inspect_gate,
+    log_step,
     plan_edit,
     python_problem,
     read_record,
@@ -167,6 +168,7 @@ def run(module: AnsibleModule) -> None:
                          file="", lineno=0, upstream_enabled=False, record_stale=False, server_args={},
                          log="keep", outcome="shipped", decided_by="nothing",
                          message="SGLang is not installed yet: check mode cannot inspect its gate.")
+    log_note = ""
     try:
         report = inspect_gate(package_dir)
         state_file = state_file_for(params["state_dir"], report.file)
@@ -179,7 +181,7 @@ def run(module: AnsibleModule) -> None:
             result["message"] = (f"SGLang {report.version}: proven {report.state} at "
                                  f"{report.file}:{report.lineno}, sha256 {report.sha256}")
             module.exit_json(**result)
-        check_state_dir(params["state_dir"], state_file)
+        log_note = check_state_dir(params["state_dir"], state_file)
         shipped = shipped_digest(report)
         # With RECORD, this project's log is never read: it cannot decide anything.
         record = read_record(state_file) if shipped is None else None
@@ -190,6 +192,11 @@ def run(module: AnsibleModule) -> None:
         module.fail_json(msg=str(exc), package_dir=package_dir)
     plan_dict = plan.as_dict()
     plan_dict["edit_line"] = plan_dict.pop("line")
+    plan_dict["log"], plan_dict["log_text"] = log_step(plan, report, state_file, shipped)
+    plan_dict["log_dir_exists"] = os.path.isdir(params["state_dir"])
+    if log_note:
+        plan_dict["log"] = "keep"
+        plan_dict["message"] += log_note
     result.update(plan_dict)
     module.exit_json(**result)
 

@@ -395,8 +395,12 @@ def state_file_for(state_dir: str | Path, gate_file: str | Path) -> Path:
     return Path(state_dir) / f"{name}.{tag}.json"
 
 
-def check_state_dir(state_dir: str | Path, state_file: Path) -> None:
-    """The log must be writable where it goes; say so before the gate changes, not after."""
+def check_state_dir(state_dir: str | Path, state_file: Path) -> str:
+    """Refuse a state_dir that is not a directory; return why the log cannot be kept ('' if it can).
+
+    The log is only a log: something else at its path (a directory) stops the
+    log, never the edit or the rollback.
+    """
     kind = file_kind(Path(state_dir))
     if kind not in ("missing", "directory"):
         raise GateError(
@@ -406,10 +410,32 @@ def check_state_dir(state_dir: str | Path, state_file: Path) -> None:
         )
     kind = file_kind(state_file)
     if kind not in ("missing", "file"):
-        raise GateError(
-            f"the log {state_file} is a {kind}, expected a regular file (or nothing). "
-            "Nothing was changed. Remove it; it is only a log of this role's edits."
-        )
+        return (f" The log {state_file} is a {kind}, not a file: it is left alone and not "
+                "updated (it is only a log; remove it to get the log back).")
+    return ""
+
+
+def log_step(plan: "Plan", report: GateReport, state_file: Path, shipped: Optional[Shipped]) -> tuple[str, str]:
+    """(what to do with the log, its text): "keep" where the log already says it or is absent."""
+    if plan.log == "remove":
+        return ("remove" if file_kind(state_file) != "missing" else "keep"), ""
+    if plan.log != "write":
+        return "keep", ""
+    text = json.dumps({
+        "file": report.file,
+        "version": report.version,
+        "lineno": report.lineno,
+        "decided_by": plan.decided_by,
+        "shipped_record": shipped.record if shipped else "",
+        "original_line": plan.shipped_line,
+        "original_sha256": plan.shipped_sha256,
+        "patched_sha256": plan.expect_sha256,
+    }, indent=4, sort_keys=True) + "\n"
+    try:
+        same = file_kind(state_file) == "file" and state_file.read_text(encoding="utf-8") == text
+    except (OSError, UnicodeDecodeError):
+        same = False
+    return ("keep" if same else "write"), text
 
 
 def read_record(path: Optional[Path]) -> Optional[dict[str, Any]]:
