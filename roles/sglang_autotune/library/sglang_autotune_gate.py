@@ -16,13 +16,19 @@ description:
   - Reports whether the C("flashinfer_cutlass",) entry of the gate's backend list
     is C(commented), C(enabled) or C(absent), and plans the single
     M(ansible.builtin.lineinfile) edit that makes it match I(autotune).
+  - Decides "as shipped" from pip's C(RECORD) in the installed C(sglang-*.dist-info)
+    (the file's sha256 as shipped). A file equal to it is as shipped; one that equals
+    it with only the entry line toggled is patched, whoever patched it; anything else
+    fails. Without a RECORD listing the file (an editable install) it falls back to
+    this project's record in I(state_dir); with RECORD that record is never read.
   - With I(verify), re-reads the file and proves the state with Python's AST,
     that the file compiles and, when given, its sha256.
   - Never writes anything; fails before any change when the gate is missing,
-    ambiguous, only outside the gate, or the file is not readable Python.
+    ambiguous, only outside the gate, in a form it does not edit, has CRLF line
+    endings, is not a regular file, or the file is not readable Python.
 options:
   package_dir:
-    description: The sglang package directory (the folder holding C(srt/)).
+    description: The sglang package directory (the folder holding C(srt/)); absolute.
     type: path
   python:
     description:
@@ -34,7 +40,7 @@ options:
     type: bool
     default: true
   state_dir:
-    description: Directory of this project's records of edits it made.
+    description: Directory of this project's log of edits it made (read only without RECORD).
     type: path
     default: /var/lib/sglang_autotune
   verify:
@@ -125,7 +131,43 @@ record:
   returned: always
   type: dict
 record_stale:
-  description: The record no longer describes the file (SGLang reinstalled or rolled back).
+  description: Without RECORD, this project's record no longer describes the file.
+  returned: when not verifying
+  type: bool
+decided_by:
+  description: C(RECORD) (pip's record of the shipped file decided) or C(record) (this project's, no RECORD).
+  returned: when not verifying
+  type: str
+shipped_record:
+  description: The RECORD file that named the shipped sha256 (empty without one).
+  returned: when not verifying
+  type: str
+shipped_sha256:
+  description: sha256 of the gate file as shipped.
+  returned: when not verifying
+  type: str
+shipped_line:
+  description: The entry line as shipped.
+  returned: when not verifying
+  type: str
+expect_sha256:
+  description: sha256 the file has after the planned edit (or now, when none).
+  returned: when not verifying
+  type: str
+outcome:
+  description: C(patched) or C(shipped), what the file is after this run.
+  returned: when not verifying
+  type: str
+log:
+  description: What the role does with its log, C(write), C(remove) or C(keep).
+  returned: when not verifying
+  type: str
+log_text:
+  description: The log's content when I(log) is C(write).
+  returned: when not verifying
+  type: str
+log_dir_exists:
+  description: Whether I(state_dir) exists already.
   returned: when not verifying
   type: bool
 message:
