@@ -230,7 +230,6 @@ LOG_TRIGGERS = {
     "log_deleted": lambda log: shutil.rmtree(log.parent),
     "log_is_directory": lambda log: (log.unlink(), log.mkdir()),
     "log_is_json_list": lambda log: log.write_text("[]\n"),
-    "log_corrupt": lambda log: log.write_text("{not json"),
     "log_original_line_edited": lambda log: log.write_text(log.read_text().replace(
         '# \\"flashinfer_cutlass\\",', '# \\"flashinfer_cutlass\\",  # edited')),
     "log_names_other_file": lambda log: log.write_text(json.dumps({"file": "/elsewhere.py", "patched_sha256": "0" * 64})),
@@ -245,15 +244,16 @@ def upstream_entry(version: str, text: str) -> str:
 
 
 def test_every_release_and_trigger_then_autotune_false_gives_record_bytes(tmp_path):
-    """Every release the tests use, in one inventory: patch, re-run, then the triggers
+    """Every release the tests use, in one inventory: patch, then the triggers
     that used to leave `autotune=false` exiting 0 with the file patched; `autotune=false`
     must give the bytes RECORD names (and the wheel holds), and a second run changes nothing."""
     cases: dict[str, dict] = {}
     for version in COMMENTED:
         triggers = ["none", "sed", "other_state_dir", *LOG_TRIGGERS] if version == "0.5.12" else ["none", "sed"]
         cases.update({f"v{version}-{t}": {"version": version, "trigger": t} for t in triggers})
-    for version in UPSTREAM:
-        cases.update({f"v{version}-{t}": {"version": version, "trigger": t} for t in ("none", "sed_commented")})
+    for version in UPSTREAM:  # each gate layout once with an entry commented by hand
+        triggers = ("none", "sed_commented") if version in ("0.5.13", "0.5.14", "0.5.23") else ("none",)
+        cases.update({f"v{version}-{t}": {"version": version, "trigger": t} for t in triggers})
     for name, case in cases.items():
         package = unpack_sglang(case["version"], tmp_path / name)
         rel = EXPECTED_STATE[case["version"]][1]
@@ -267,13 +267,11 @@ def test_every_release_and_trigger_then_autotune_false_gives_record_bytes(tmp_pa
     private = tmp_path / "runner"
 
     on = run_hosts(private, hostvars, "-e", "autotune=true")
-    on_again = run_hosts(private, hostvars, "-e", "autotune=true")
     for name, case in cases.items():
         data, upstream = case["gate"].read_bytes(), case["version"] in UPSTREAM
         assert not on[name].failed, (name, on[name])
         assert on[name].facts["sglang_autotune_server_args"] == {}, name
         assert on[name].facts["sglang_autotune_result"]["enabled"] is True, name
-        assert (on_again[name].failed, on_again[name].changed) == (False, 0), (name, on_again[name])
         if upstream:
             assert data == case["original"] and on[name].changed == 0, name
             assert "enabled upstream" in " ".join(on[name].messages), name
