@@ -1,4 +1,4 @@
-"""The gate logic, called directly, against real SGLang wheels from PyPI."""
+"""The gate logic (sglang_gate, sglang_gate_plan), called directly, against real SGLang wheels from PyPI."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from conftest import COMMENTED, EXPECTED_STATE, UPSTREAM, VERSIONS
 
 import sglang_gate as gate
+import sglang_gate_plan as planner
 
 
 def drop_record(package: Path) -> None:
@@ -22,7 +23,7 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def apply_plan(report: gate.GateReport, plan: gate.Plan) -> None:
+def apply_plan(report: gate.GateReport, plan: planner.Plan) -> None:
     """What lineinfile does with the plan: replace the last match, with backrefs."""
     import re
 
@@ -56,7 +57,7 @@ def test_plan_enable_then_disable_restores_bytes(sglang_tree, version):
     original_sha = report.sha256
     shipped = gate.shipped_digest(report)
     assert shipped is not None and shipped.sha256 == original_sha  # RECORD names these bytes
-    plan = gate.plan_edit(report, shipped, None, autotune=True)
+    plan = planner.plan_edit(report, shipped, None, autotune=True)
     assert (plan.action, plan.outcome, plan.shipped_sha256) == ("enable", "patched", original_sha)
     apply_plan(report, plan)
 
@@ -65,15 +66,15 @@ def test_plan_enable_then_disable_restores_bytes(sglang_tree, version):
     assert patched.lineno == report.lineno
     assert patched.line == report.line.replace("# ", "", 1)
     # No record of ours is passed: RECORD and the file alone say "patched".
-    again = gate.plan_edit(patched, shipped, None, autotune=True)
+    again = planner.plan_edit(patched, shipped, None, autotune=True)
     assert (again.action, again.outcome, again.enabled_by_project) == ("none", "patched", True)
 
-    back = gate.plan_edit(patched, shipped, None, autotune=False)
+    back = planner.plan_edit(patched, shipped, None, autotune=False)
     assert (back.action, back.expect_sha256, back.shipped_line) == ("disable", original_sha, report.line)
     apply_plan(patched, back)
     restored = gate.inspect_gate(package)
     assert gate.verify_gate(restored, "commented", original_sha) == []
-    assert gate.plan_edit(restored, shipped, None, autotune=False).action == "none"
+    assert planner.plan_edit(restored, shipped, None, autotune=False).action == "none"
 
 
 @pytest.mark.parametrize("version", UPSTREAM)
@@ -81,8 +82,8 @@ def test_upstream_enabled_is_never_edited(sglang_tree, version):
     report = gate.inspect_gate(sglang_tree(version))
     shipped = gate.shipped_digest(report)
     assert shipped is not None and shipped.sha256 == report.sha256
-    on = gate.plan_edit(report, shipped, None, autotune=True)
-    off = gate.plan_edit(report, shipped, None, autotune=False)
+    on = planner.plan_edit(report, shipped, None, autotune=True)
+    off = planner.plan_edit(report, shipped, None, autotune=False)
     assert (on.action, on.upstream_enabled, on.server_args) == ("none", True, {})
     assert (off.action, off.upstream_enabled) == ("none", True)
     assert off.server_args == {"disable-flashinfer-autotune": True}
@@ -103,11 +104,11 @@ def test_record_of_a_changed_file_refuses_rollback(sglang_tree):
     drop_record(package)
     report = gate.inspect_gate(package)
     assert gate.shipped_digest(report) is None
-    apply_plan(report, gate.plan_edit(report, None, None, autotune=True))
+    apply_plan(report, planner.plan_edit(report, None, None, autotune=True))
     patched = gate.inspect_gate(package)
     record = {"file": patched.file, "original_sha256": report.sha256, "patched_sha256": "f" * 64}
     with pytest.raises(gate.GateError, match="changed since this project patched it"):
-        gate.plan_edit(patched, None, record, autotune=False)
+        planner.plan_edit(patched, None, record, autotune=False)
 
 
 def test_stale_record_after_reinstall_without_record(sglang_tree):
@@ -115,8 +116,8 @@ def test_stale_record_after_reinstall_without_record(sglang_tree):
     drop_record(package)
     report = gate.inspect_gate(package)
     record = {"file": report.file, "patched_sha256": "f" * 64}
-    on = gate.plan_edit(report, None, record, autotune=True)
-    off = gate.plan_edit(report, None, record, autotune=False)
+    on = planner.plan_edit(report, None, record, autotune=True)
+    off = planner.plan_edit(report, None, record, autotune=False)
     assert on.record_stale and off.record_stale and off.log == "remove"
     assert "No RECORD lists this file" in on.message
 
@@ -155,7 +156,7 @@ def test_anchor_deleted(sglang_tree):
     report = gate.inspect_gate(package)
     assert report.state == "absent"
     with pytest.raises(gate.GateError) as err:
-        gate.plan_edit(report, gate.shipped_digest(report), None, autotune=True)
+        planner.plan_edit(report, gate.shipped_digest(report), None, autotune=True)
     assert "SGLang 0.5.10" in str(err.value)
     assert 'has no "flashinfer_cutlass", entry' in str(err.value)
     assert "Searched:" in str(err.value) and "base_runner.py" in str(err.value)
@@ -191,7 +192,7 @@ def test_second_match_outside_gate_blocks_the_edit(sglang_tree):
     report = gate.inspect_gate(package)
     assert report.state == "commented" and report.outside_gate
     with pytest.raises(gate.GateError, match="lineinfile would edit the wrong line"):
-        gate.plan_edit(report, None, None, autotune=True)
+        planner.plan_edit(report, None, None, autotune=True)
     assert sha(path) == report.sha256
 
 
@@ -264,9 +265,9 @@ def test_hand_patched_file_rolls_back_to_record_bytes(sglang_tree, version):
     report = gate.inspect_gate(package)
     shipped = gate.shipped_digest(report)
     assert report.state == "enabled" and shipped.sha256 == sha256_of(original)
-    on = gate.plan_edit(report, shipped, None, autotune=True)
+    on = planner.plan_edit(report, shipped, None, autotune=True)
     assert (on.action, on.outcome, on.upstream_enabled) == ("none", "patched", False)
-    off = gate.plan_edit(report, shipped, None, autotune=False)
+    off = planner.plan_edit(report, shipped, None, autotune=False)
     assert (off.action, off.line, off.expect_sha256) == ("disable", r"\1# \2", shipped.sha256)
     apply_plan(report, off)
     assert path.read_bytes() == original
@@ -286,7 +287,7 @@ def test_upstream_entry_commented_by_hand_is_restored(sglang_tree):
     report = gate.inspect_gate(package)
     assert report.state == "commented"
     for autotune in (True, False):
-        plan = gate.plan_edit(report, gate.shipped_digest(report), None, autotune=autotune)
+        plan = planner.plan_edit(report, gate.shipped_digest(report), None, autotune=autotune)
         assert (plan.action, plan.outcome, plan.upstream_enabled) == ("enable", "shipped", True)
         assert plan.expect_sha256 == sha256_of(original)
         assert plan.server_args == ({} if autotune else {"disable-flashinfer-autotune": True})
@@ -303,7 +304,7 @@ def test_other_edit_is_refused_naming_file_and_line(sglang_tree):
     before = sha(path)
     for autotune in (True, False):
         with pytest.raises(gate.GateError) as err:
-            gate.plan_edit(report, gate.shipped_digest(report), None, autotune=autotune)
+            planner.plan_edit(report, gate.shipped_digest(report), None, autotune=autotune)
         message = str(err.value)
         assert str(path) in message and "neither as shipped nor as shipped plus the one-line edit" in message
         assert f"line {report.lineno}" in message and "cannot be located from RECORD" in message
@@ -335,13 +336,13 @@ def test_entry_removed_from_upstream_release(sglang_tree):
     path.write_bytes(path.read_bytes().replace(b'    "flashinfer_cutlass",\n', b""))
     report = gate.inspect_gate(package)
     with pytest.raises(gate.GateError) as err:
-        gate.plan_edit(report, gate.shipped_digest(report), None, autotune=False)
+        planner.plan_edit(report, gate.shipped_digest(report), None, autotune=False)
     assert 'SGLang 0.5.23: the gate should_run_flashinfer_autotune()' in str(err.value)
     assert "the entry was removed or the file edited since SGLang was installed" in str(err.value)
     assert "0.5.8 or later" not in str(err.value)
     drop_record(package)
     with pytest.raises(gate.GateError, match="The entry is gone from this version's gate; there is no RECORD"):
-        gate.plan_edit(gate.inspect_gate(package), None, None, autotune=False)
+        planner.plan_edit(gate.inspect_gate(package), None, None, autotune=False)
 
 
 def test_absent_entry_as_shipped_on_0_5_6(sglang_tree):
@@ -349,7 +350,7 @@ def test_absent_entry_as_shipped_on_0_5_6(sglang_tree):
     shipped = gate.shipped_digest(report)
     assert shipped.sha256 == report.sha256
     with pytest.raises(gate.GateError, match="use SGLang 0.5.8 or later"):
-        gate.plan_edit(report, shipped, None, autotune=True)
+        planner.plan_edit(report, shipped, None, autotune=True)
 
 
 @pytest.mark.parametrize("whole", [True, False])
@@ -376,11 +377,11 @@ def test_bom_is_accepted_and_round_trips(sglang_tree):
     with_bom = path.read_bytes()
     set_record_hash(package, rel, with_bom)
     report = gate.inspect_gate(package)
-    on = gate.plan_edit(report, gate.shipped_digest(report), None, autotune=True)
+    on = planner.plan_edit(report, gate.shipped_digest(report), None, autotune=True)
     apply_plan(report, on)
     assert sha(path) == on.expect_sha256 and path.read_bytes().startswith(b"\xef\xbb\xbf")
     patched = gate.inspect_gate(package)
-    apply_plan(patched, gate.plan_edit(patched, gate.shipped_digest(patched), None, autotune=False))
+    apply_plan(patched, planner.plan_edit(patched, gate.shipped_digest(patched), None, autotune=False))
     assert path.read_bytes() == with_bom
 
 
@@ -433,6 +434,8 @@ def test_state_dir_that_is_not_a_directory(tmp_path):
     (tmp_path / "log.json").mkdir()
     assert "log.json is a directory, not a file: it is left alone" in gate.check_state_dir(tmp_path, tmp_path / "log.json")
     assert gate.check_state_dir(tmp_path / "missing", tmp_path / "missing" / "x.json") == ""
+    with pytest.raises(gate.GateError, match="is a path through something that is not a directory"):
+        gate.check_state_dir(tmp_path / "file" / "sub", tmp_path / "file" / "sub" / "x.json")
 
 
 def test_two_records_that_disagree(sglang_tree):

@@ -184,14 +184,13 @@ from ansible.module_utils.sglang_gate import (
     GateError,
     check_state_dir,
     inspect_gate,
-    log_step,
-    plan_edit,
     python_problem,
     read_record,
     shipped_digest,
     state_file_for,
     verify_gate,
 )
+from ansible.module_utils.sglang_gate_plan import log_step, plan_edit
 
 
 def run(module: AnsibleModule) -> None:
