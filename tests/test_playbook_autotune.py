@@ -249,7 +249,8 @@ def test_every_release_and_trigger_then_autotune_false_gives_record_bytes(tmp_pa
     must give the bytes RECORD names (and the wheel holds), and a second run changes nothing."""
     cases: dict[str, dict] = {}
     for version in COMMENTED:
-        triggers = ["none", "sed", "other_state_dir", *LOG_TRIGGERS] if version == "0.5.12" else ["none", "sed"]
+        triggers = (["none", "sed", "other_state_dir", "no_record", *LOG_TRIGGERS] if version == "0.5.12"
+                    else ["none", "sed"])
         cases.update({f"v{version}-{t}": {"version": version, "trigger": t} for t in triggers})
     for version in UPSTREAM:  # each gate layout once with an entry commented by hand
         triggers = ("none", "sed_commented") if version in ("0.5.13", "0.5.14", "0.5.23") else ("none",)
@@ -260,6 +261,8 @@ def test_every_release_and_trigger_then_autotune_false_gives_record_bytes(tmp_pa
         case.update(package=package, gate=package / rel, state=tmp_path / f"{name}.state",
                     record=record_sha256(package, rel), original=shipped(case["version"]))
         assert case["gate"].read_bytes() == case["original"] and sha(case["original"]) == case["record"]
+        if case["trigger"] == "no_record":  # an editable or source install: the fallback
+            next(package.parent.glob("sglang-*.dist-info/RECORD")).unlink()
         if case["trigger"] == "sed":  # patched by hand before this project ever ran
             case["gate"].write_text(case["gate"].read_text().replace('# "flashinfer_cutlass",', '"flashinfer_cutlass",'))
     hostvars = {n: {"sglang_package_dir": str(c["package"]), "sglang_autotune_state_dir": str(c["state"])}
@@ -311,6 +314,8 @@ def test_every_release_and_trigger_then_autotune_false_gives_record_bytes(tmp_pa
         if not upstream and case["trigger"] not in ("log_is_directory", "other_state_dir"):
             assert not list(case["state"].glob("*.json")), name
     assert "left alone and not updated" in " ".join(back["v0.5.12-log_is_directory"].messages)
+    for result in (on["v0.5.12-no_record"], back["v0.5.12-no_record"]):
+        assert "No RECORD lists this file, an editable or source install" in " ".join(result.messages)
     summary = " ".join(" ".join(back["v0.5.8-sed"].messages).split())
     assert (f"Roll back: ansible-playbook -i {private / 'inventory' / 'hosts.json'} -c local "
             f"playbooks/autotune.yml -e sglang_package_dir={cases['v0.5.8-sed']['package']} "
