@@ -62,7 +62,7 @@ def wheel_member(version: str, member: str) -> bytes:
 
 
 def unpack_sglang(version: str, dest: Path) -> Path:
-    """Unpack what the gate needs (package markers, gate files, dist-info) into dest."""
+    """Unpack what the gate needs (package markers, gate files, METADATA and RECORD) into dest."""
     wanted_prefixes = ("sglang/srt/model_executor/",)
     wanted = {"sglang/__init__.py", "sglang/version.py", "sglang/_version.py"}
     with zipfile.ZipFile(sglang_wheel(version)) as wheel:
@@ -70,7 +70,7 @@ def unpack_sglang(version: str, dest: Path) -> Path:
             if (
                 name in wanted
                 or name.startswith(wanted_prefixes) and name.endswith(".py")
-                or name == f"sglang-{version}.dist-info/METADATA"
+                or name in (f"sglang-{version}.dist-info/METADATA", f"sglang-{version}.dist-info/RECORD")
             ):
                 wheel.extract(name, dest)
     return dest / "sglang"

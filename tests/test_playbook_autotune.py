@@ -9,10 +9,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shlex
+import shutil
+import stat
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import ansible_runner
 import pytest
-from conftest import COMMENTED, EXPECTED_STATE, UPSTREAM, Run, run_playbook, wheel_member
+from conftest import (
+    COMMENTED,
+    EXPECTED_STATE,
+    REPO,
+    UPSTREAM,
+    Run,
+    run_playbook,
+    unpack_sglang,
+    wheel_member,
+)
 
 
 def play(private: Path, package: Path | None, *extra: str, check: bool = False) -> Run:
@@ -41,58 +57,6 @@ def workspace(tmp_path: Path, sglang_tree):
 
 def shipped(version: str) -> bytes:
     return wheel_member(version, "sglang/" + EXPECTED_STATE[version][1])
-
-
-@pytest.mark.parametrize("version", COMMENTED)
-def test_patch_rerun_rollback_rerun(workspace, version):
-    package, gate_file, private = workspace(version)
-    original = shipped(version)
-    assert gate_file.read_bytes() == original
-
-    first = play(private, package, "-e", "autotune=true")
-    assert first.status == "successful", first.stdout
-    assert first.changed >= 1
-    patched = gate_file.read_bytes()
-    assert patched != original
-    assert b'\n            "flashinfer_cutlass",\n' in patched
-    assert len(patched) == len(original) - 2  # exactly "# " removed
-    record = json.loads(next((private / "state").glob("*.json")).read_text())
-    assert record["original_sha256"] == sha(original)
-    assert record["patched_sha256"] == sha(patched)
-    assert record["version"] == version
-    assert first.facts["sglang_autotune_result"]["state"] == "enabled"
-    assert first.facts["sglang_autotune_server_args"] == {}
-
-    again = play(private, package, "-e", "autotune=true")
-    assert (again.status, again.changed) == ("successful", 0), again.stdout
-    assert gate_file.read_bytes() == patched
-
-    back = play(private, package, "-e", "autotune=false")
-    assert back.status == "successful", back.stdout
-    assert back.changed >= 1
-    assert gate_file.read_bytes() == original
-    assert not list((private / "state").glob("*.json"))
-
-    back_again = play(private, package, "-e", "autotune=false")
-    assert (back_again.status, back_again.changed) == ("successful", 0), back_again.stdout
-    assert gate_file.read_bytes() == original
-
-
-@pytest.mark.parametrize("version", UPSTREAM)
-def test_upstream_enabled_left_as_shipped(workspace, version):
-    package, gate_file, private = workspace(version)
-    original = shipped(version)
-
-    on = play(private, package, "-e", "autotune=true")
-    assert (on.status, on.changed) == ("successful", 0), on.stdout
-    assert on.facts["sglang_autotune_server_args"] == {}
-    assert "enabled upstream" in on.stdout
-
-    off = play(private, package, "-e", "autotune=false")
-    assert (off.status, off.changed) == ("successful", 0), off.stdout
-    assert off.facts["sglang_autotune_server_args"] == {"disable-flashinfer-autotune": True}
-    assert "--disable-flashinfer-autotune" in off.stdout
-    assert gate_file.read_bytes() == original
 
 
 def test_check_mode_shows_the_line_and_changes_nothing(workspace):
@@ -190,3 +154,256 @@ def test_missing_virtualenv_is_explained(tmp_path):
     run = play(private, None, "-e", f"sglang_autotune_python={tmp_path}/venv/bin/python")
     assert run.status == "failed", run.stdout
     assert f"no Python at {tmp_path}/venv/bin/python" in " ".join(run.failures)
+
+
+# --- many cases in one run: one inventory host per case, all on this machine -----
+#
+# Each host is a local-connection alias with its own SGLang tree and state dir,
+# so one ansible-playbook run checks a whole matrix (forks=10) and CI stays short.
+
+
+@dataclass
+class HostRun:
+    failed: bool = False
+    msg: str = ""
+    changed: int = 0
+    messages: list = field(default_factory=list)
+    facts: dict = field(default_factory=dict)
+
+
+def run_hosts(private: Path, hosts: dict[str, dict], *extra: str, check: bool = False) -> dict[str, HostRun]:
+    inventory = {"all": {"hosts": {
+        name: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, **hostvars}
+        for name, hostvars in hosts.items()}}}
+    private.mkdir(exist_ok=True)
+    cmdline = [*extra, *(["--check", "--diff"] if check else [])]
+    runner = ansible_runner.run(
+        private_data_dir=str(private), project_dir=str(REPO), playbook=str(REPO / "playbooks/autotune.yml"),
+        inventory=inventory, cmdline=shlex.join(cmdline), quiet=True,
+        envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+    )
+    results = {name: HostRun() for name in hosts}
+    for event in runner.events:
+        data = event.get("event_data", {})
+        host, res = data.get("host"), data.get("res", {})
+        if host not in results:
+            continue
+        if event.get("event") == "runner_on_failed":
+            results[host].failed, results[host].msg = True, str(res.get("msg", ""))
+        if event.get("event") == "runner_on_ok" and isinstance(res.get("msg"), list):
+            results[host].messages = [str(m) for m in res["msg"]]
+        if event.get("event") == "runner_on_ok" and "ansible_facts" in res:
+            results[host].facts.update(res["ansible_facts"])
+    for host, count in (runner.stats or {}).get("changed", {}).items():
+        results[host].changed = count
+    return results
+
+
+def tree_digest(*roots: Path) -> dict[str, str]:
+    """sha256 of every file (and the kind of everything else) under roots."""
+    out = {}
+    for root in roots:
+        for path in sorted(root.rglob("*")) if root.exists() else []:
+            if path.is_file() and not path.is_symlink():
+                out[str(path)] = sha(path.read_bytes())
+            else:
+                out[str(path)] = "dir" if path.is_dir() else "special"
+    return out
+
+
+def record_sha256(package: Path, rel: str) -> str:
+    """What pip's RECORD says the file was, decoded (independent of the wheel's bytes)."""
+    import base64
+
+    for row in next(package.parent.glob("sglang-*.dist-info/RECORD")).read_text().splitlines():
+        name, digest, _ = row.rsplit(",", 2)
+        if name == f"sglang/{rel}":
+            b64 = digest.split("=", 1)[1]
+            return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
+    raise AssertionError(f"sglang/{rel} not in RECORD")
+
+
+ACTIVE = '            "flashinfer_cutlass",\n'
+
+# Triggers that used to leave `autotune=false` exiting 0 with the file still patched.
+LOG_TRIGGERS = {
+    "log_deleted": lambda log: shutil.rmtree(log.parent),
+    "log_is_directory": lambda log: (log.unlink(), log.mkdir()),
+    "log_is_json_list": lambda log: log.write_text("[]\n"),
+    "log_original_line_edited": lambda log: log.write_text(log.read_text().replace(
+        '# \\"flashinfer_cutlass\\",', '# \\"flashinfer_cutlass\\",  # edited')),
+    "log_names_other_file": lambda log: log.write_text(json.dumps({"file": "/elsewhere.py", "patched_sha256": "0" * 64})),
+}
+
+
+def upstream_entry(version: str, text: str) -> str:
+    for line in text.splitlines(keepends=True):
+        if line.strip() == '"flashinfer_cutlass",':
+            return line
+    raise AssertionError(f"no active entry in {version}")
+
+
+def test_every_release_and_trigger_then_autotune_false_gives_record_bytes(tmp_path):
+    """Every release the tests use, in one inventory: patch, then the triggers
+    that used to leave `autotune=false` exiting 0 with the file patched; `autotune=false`
+    must give the bytes RECORD names (and the wheel holds), and a second run changes nothing."""
+    cases: dict[str, dict] = {}
+    for version in COMMENTED:
+        triggers = (["none", "sed", "other_state_dir", "no_record", *LOG_TRIGGERS] if version == "0.5.12"
+                    else ["none", "sed"])
+        cases.update({f"v{version}-{t}": {"version": version, "trigger": t} for t in triggers})
+    for version in UPSTREAM:  # each gate layout once with an entry commented by hand
+        triggers = ("none", "sed_commented") if version in ("0.5.13", "0.5.14", "0.5.23") else ("none",)
+        cases.update({f"v{version}-{t}": {"version": version, "trigger": t} for t in triggers})
+    for name, case in cases.items():
+        package = unpack_sglang(case["version"], tmp_path / name)
+        rel = EXPECTED_STATE[case["version"]][1]
+        case.update(package=package, gate=package / rel, state=tmp_path / f"{name}.state",
+                    record=record_sha256(package, rel), original=shipped(case["version"]))
+        assert case["gate"].read_bytes() == case["original"] and sha(case["original"]) == case["record"]
+        if case["trigger"] == "no_record":  # an editable or source install: the fallback
+            next(package.parent.glob("sglang-*.dist-info/RECORD")).unlink()
+        if case["trigger"] == "sed":  # patched by hand before this project ever ran
+            case["gate"].write_text(case["gate"].read_text().replace('# "flashinfer_cutlass",', '"flashinfer_cutlass",'))
+    hostvars = {n: {"sglang_package_dir": str(c["package"]), "sglang_autotune_state_dir": str(c["state"])}
+                for n, c in cases.items()}
+    private = tmp_path / "runner"
+
+    on = run_hosts(private, hostvars, "-e", "autotune=true")
+    for name, case in cases.items():
+        data, upstream = case["gate"].read_bytes(), case["version"] in UPSTREAM
+        assert not on[name].failed, (name, on[name])
+        assert on[name].facts["sglang_autotune_server_args"] == {}, name
+        assert on[name].facts["sglang_autotune_result"]["enabled"] is True, name
+        if upstream:
+            assert data == case["original"] and on[name].changed == 0, name
+            assert "enabled upstream" in " ".join(on[name].messages), name
+            continue
+        assert on[name].changed >= 1 and on[name].facts["sglang_autotune_result"]["state"] == "enabled", name
+        assert data != case["original"] and len(data) == len(case["original"]) - 2  # exactly "# " removed
+        assert b'\n            "flashinfer_cutlass",\n' in data
+        log = json.loads(next(case["state"].glob("*.json")).read_text())
+        assert (log["original_sha256"], log["patched_sha256"], log["version"]) == (
+            case["record"], sha(data), case["version"]), name
+
+    for name, case in cases.items():
+        text = case["gate"].read_text()
+        if case["trigger"] == "sed_commented":
+            line = upstream_entry(case["version"], text)
+            case["gate"].write_text(text.replace(line, line.replace('"', '# "', 1)))
+        elif case["trigger"] == "other_state_dir":
+            hostvars[name]["sglang_autotune_state_dir"] = str(tmp_path / f"{name}.other")
+        elif case["trigger"] in LOG_TRIGGERS:
+            log = next(case["state"].glob("*.json"))
+            before = log.read_bytes()
+            LOG_TRIGGERS[case["trigger"]](log)
+            assert not log.is_file() or log.read_bytes() != before, name
+
+    back = run_hosts(private, hostvars, "-e", "autotune=false")
+    again = run_hosts(private, hostvars, "-e", "autotune=false")
+    for name, case in cases.items():
+        upstream = case["version"] in UPSTREAM
+        assert not back[name].failed, (name, back[name])
+        assert sha(case["gate"].read_bytes()) == case["record"], name
+        assert case["gate"].read_bytes() == case["original"], name
+        assert (again[name].failed, again[name].changed) == (False, 0), (name, again[name])
+        assert back[name].changed >= (0 if upstream and case["trigger"] == "none" else 1), (name, back[name])
+        assert back[name].facts["sglang_autotune_result"]["enabled"] is False, name
+        assert back[name].facts["sglang_autotune_server_args"] == (
+            {"disable-flashinfer-autotune": True} if upstream else {}), name
+        if not upstream and case["trigger"] not in ("log_is_directory", "other_state_dir"):
+            assert not list(case["state"].glob("*.json")), name
+    assert "left alone and not updated" in " ".join(back["v0.5.12-log_is_directory"].messages)
+    for result in (on["v0.5.12-no_record"], back["v0.5.12-no_record"]):
+        assert "No RECORD lists this file, an editable or source install" in " ".join(result.messages)
+    summary = " ".join(" ".join(back["v0.5.8-sed"].messages).split())
+    assert (f"Roll back: ansible-playbook -i {private / 'inventory' / 'hosts.json'} -c local "
+            f"playbooks/autotune.yml -e sglang_package_dir={cases['v0.5.8-sed']['package']} "
+            "-e autotune=false") in summary, summary
+
+
+def test_bad_inputs_refused_alike_in_check_mode_and_real_run(tmp_path, sglang_tree):
+    """Each case fails before any change with its message, and --check --diff says the same."""
+    rel = EXPECTED_STATE["0.5.10"][1]
+    entry = COMMENTED_ENTRY
+
+    def edit(replace):
+        return lambda path: path.write_bytes(replace(path.read_bytes()))
+
+    def replace_by(make):
+        def change(path: Path) -> None:
+            path.unlink()
+            make(path)
+        return change
+
+    cases = {
+        "crlf_whole_file": ("0.5.10", edit(lambda b: b.replace(b"\n", b"\r\n")), ["CRLF", "throughout the file"]),
+        "crlf_entry_line": ("0.5.10", edit(lambda b: b.replace(entry.encode(), entry.encode()[:-1] + b"\r\n")),
+                            ["CRLF", "on line(s) "]),
+        "trailing_comment": ("0.5.10", edit(lambda b: b.replace(entry.encode(), entry.encode()[:-1] + b"  # later\n")),
+                             ["reads '# \"flashinfer_cutlass\",  # later'", "not a form this role edits"]),
+        "double_hash": ("0.5.10", edit(lambda b: b.replace(b'# "flash', b'## "flash')),
+                        ["reads '## \"flashinfer_cutlass\",'", "not a form this role edits"]),
+        "single_quotes": ("0.5.10", edit(lambda b: b.replace(b'# "flashinfer_cutlass",', b"# 'flashinfer_cutlass',")),
+                          ["reads \"# 'flashinfer_cutlass',\"", "not a form this role edits"]),
+        "removed_upstream": ("0.5.23", edit(lambda b: b.replace(b'    "flashinfer_cutlass",\n', b"")),
+                             ["SGLang 0.5.23", "has no \"flashinfer_cutlass\", entry", "removed or the file edited"]),
+        "fifo": ("0.5.10", replace_by(os.mkfifo), ["is a FIFO (named pipe), expected a regular Python file"]),
+        "device": ("0.5.10", replace_by(lambda p: os.mknod(p, stat.S_IFCHR | 0o600, os.makedev(1, 3))),
+                   ["is a character device, expected a regular Python file"]),
+        "directory": ("0.5.10", replace_by(Path.mkdir), ["is a directory, expected a regular Python file"]),
+        "relative_package_dir": ("0.5.10", None, ["sglang_package_dir='relative/sglang' is a relative path",
+                                                  "Give an absolute path"]),
+        "not_python": ("0.5.10", None, ["is not a Python 3 interpreter", "Set sglang_autotune_python"]),
+        "state_dir_is_a_file": ("0.5.10", None, ["sglang_autotune_state_dir=", "is a file, expected a directory"]),
+    }
+    hosts, roots = {}, []
+    for name, (version, change, _) in cases.items():
+        package = unpack_sglang(version, tmp_path / name)
+        state = tmp_path / f"{name}.state"
+        state.mkdir()
+        (state / "unrelated.json").write_text("{}\n")
+        roots += [package.parent, state]
+        if change:
+            change(package / EXPECTED_STATE[version][1])
+        hosts[name] = {"sglang_package_dir": str(package), "sglang_autotune_state_dir": str(state)}
+    hosts["relative_package_dir"]["sglang_package_dir"] = "relative/sglang"
+    not_python = tmp_path / "not_python" / "python"
+    not_python.write_text("#!/bin/sh\necho hello\n")
+    not_python.chmod(0o755)
+    del hosts["not_python"]["sglang_package_dir"]
+    hosts["not_python"]["sglang_autotune_python"] = str(not_python)
+    state_file = tmp_path / "state_dir_is_a_file.state" / "unrelated.json"
+    hosts["state_dir_is_a_file"]["sglang_autotune_state_dir"] = str(state_file)
+    # A valid Python file that starts with a UTF-8 BOM is accepted (and patched): a
+    # release that shipped one, so RECORD is rewritten to name those bytes.
+    bom = unpack_sglang("0.5.10", tmp_path / "bom")
+    (bom / rel).write_bytes(b"\xef\xbb\xbf" + (bom / rel).read_bytes())
+    set_record_hash(bom, rel, (bom / rel).read_bytes())
+    hosts["bom"] = {"sglang_package_dir": str(bom), "sglang_autotune_state_dir": str(tmp_path / "bom.state")}
+
+    before = tree_digest(*roots)
+    dry = run_hosts(tmp_path / "runner", hosts, "-e", "autotune=true", check=True)
+    assert tree_digest(*roots) == before
+    real = run_hosts(tmp_path / "runner", hosts, "-e", "autotune=true")
+    assert tree_digest(*roots) == before
+    for name, (_, _, needles) in cases.items():
+        for result in (dry[name], real[name]):
+            assert result.failed and result.changed == 0, (name, result)
+            for needle in needles:
+                assert needle in result.msg, (name, result.msg)
+        assert dry[name].msg == real[name].msg, name
+    assert not dry["bom"].failed and not real["bom"].failed, (dry["bom"], real["bom"])
+    assert dry["bom"].changed >= 1 and real["bom"].changed >= 1
+    assert (bom / rel).read_bytes().startswith(b"\xef\xbb\xbf")
+    assert b'\n            "flashinfer_cutlass",\n' in (bom / rel).read_bytes()
+
+
+def set_record_hash(package: Path, rel: str, data: bytes) -> None:
+    import base64
+
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    record = next(package.parent.glob("sglang-*.dist-info/RECORD"))
+    rows = [f"sglang/{rel},sha256={digest},{len(data)}" if row.startswith(f"sglang/{rel},") else row
+            for row in record.read_text().splitlines()]
+    record.write_text("\n".join(rows) + "\n")

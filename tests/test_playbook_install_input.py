@@ -7,6 +7,8 @@ touched (the install root must not appear).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import run_playbook
 
@@ -19,7 +21,7 @@ INVENTORY = "[sglang_containers]\nlocalhost ansible_connection=local\n"
         (["-e", "sglang_source=git", "-e", "sglang_git_url="],
          ["Invalid SGLang install request", "source=git", "a git URL and ref for source git"]),
         (["-e", "sglang_source=pypi", "-e", '{"sglang_version": "0.5.23; rm -rf /"}'],
-         ["Invalid SGLang install request", '"0.5.23; rm -rf /"', "versions like 0.5.23"]),
+         ['sglang_version="0.5.23; rm -rf /" is not a version', "no spaces, newline or operators"]),
         (["-e", "sglang_upgrade=true", "-e", "sglang_rollback=true"],
          ["Invalid SGLang install request", "upgrade=true, rollback=true", "upgrade and rollback not together"]),
         (["-e", "sglang_source=conda"],
@@ -38,3 +40,59 @@ def test_bad_request_changes_nothing(tmp_path, extra, needles):
         assert needle in message, message
     assert not root.exists()
     assert "TASK [sglang_autotune" not in run.stdout  # the play stopped in the first role
+
+
+def _tasks_run(stdout: str) -> list[str]:
+    return [line.split("[", 1)[1].split("]", 1)[0] for line in stdout.splitlines() if line.startswith("TASK [")]
+
+
+def _only_checks_ran(stdout: str) -> bool:
+    """The play stopped in the role's argument check and validate.yml: nothing else ran."""
+    return all(task.startswith(("sglang : Check", "sglang : Validat")) for task in _tasks_run(stdout))
+
+
+@pytest.mark.parametrize(
+    ("extra", "needles"),
+    [
+        (["-e", "sglang_source=pypi", "-e", '{"sglang_version": "0.5.23\\n"}'],
+         ['sglang_version="0.5.23\\n" is not a version', "no spaces, newline or operators"]),
+        (["-e", "sglang_rollback_to=../../etc"],
+         ['sglang_rollback_to="../../etc" is not the name of a kept install', "without '/', '..'"]),
+        (["-e", "sglang_rollback_to=pypi-0.5.12/x"],
+         ['sglang_rollback_to="pypi-0.5.12/x" is not the name of a kept install']),
+        (["-e", "sglang_rollback_to=.."],
+         ['sglang_rollback_to=".." is not the name of a kept install']),
+        (["-e", '{"sglang_pip_extra_args": "--no-index; touch /tmp/pwned"}'],
+         ['sglang_pip_extra_args="--no-index; touch /tmp/pwned" contains shell syntax', "never to a shell"]),
+        (["-e", '{"sglang_pip_extra_args": "--cert $(cat /etc/shadow)"}'],
+         ["contains shell syntax"]),
+        (["-e", '{"sglang_pip_extra_args": "--no-index\\n--pre"}'],
+         ["contains shell syntax", "a line break"]),
+    ],
+)
+def test_bad_value_is_refused_naming_the_variable(tmp_path, extra, needles):
+    root = tmp_path / "opt-sglang"
+    private = tmp_path / "runner"
+    private.mkdir()
+    run = run_playbook(private, "sglang.yml", ["-e", f"sglang_root={root}", *extra], inventory=INVENTORY)
+    assert run.status == "failed", run.stdout
+    assert run.changed == 0
+    message = " ".join(run.failures)
+    for needle in needles:
+        assert needle in message, message
+    assert not root.exists()
+    assert _only_checks_ran(run.stdout), _tasks_run(run.stdout)
+
+
+@pytest.mark.parametrize("root", ["/", "/etc", "/usr/", "//usr//local", "/var/lib", "/opt/sglang/..", "relative/sglang"])
+def test_system_directory_as_root_is_refused(tmp_path, root):
+    private = tmp_path / "runner"
+    private.mkdir()
+    run = run_playbook(private, "sglang.yml", ["-e", f"sglang_root={root}"], inventory=INVENTORY)
+    assert run.status == "failed", run.stdout
+    assert run.changed == 0
+    message = " ".join(run.failures)
+    assert f"sglang_root={json.dumps(root)} cannot hold SGLang's installs" in message, message
+    assert "not a system directory" in message
+    # The play stopped in the role's first checks: nothing was installed, created or pruned.
+    assert _only_checks_ran(run.stdout), _tasks_run(run.stdout)

@@ -1,21 +1,29 @@
-"""The gate logic, called directly, against real SGLang wheels from PyPI."""
+"""The gate logic (sglang_gate, sglang_gate_plan), called directly, against real SGLang wheels from PyPI."""
 
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
 from conftest import COMMENTED, EXPECTED_STATE, UPSTREAM, VERSIONS
 
 import sglang_gate as gate
+import sglang_gate_plan as planner
+
+
+def drop_record(package: Path) -> None:
+    """What an editable or source install looks like to the gate: no RECORD lists the file."""
+    for record in package.parent.glob("sglang-*.dist-info/RECORD"):
+        record.unlink()
 
 
 def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def apply_plan(report: gate.GateReport, plan: gate.Plan) -> None:
+def apply_plan(report: gate.GateReport, plan: planner.Plan) -> None:
     """What lineinfile does with the plan: replace the last match, with backrefs."""
     import re
 
@@ -47,30 +55,35 @@ def test_plan_enable_then_disable_restores_bytes(sglang_tree, version):
     package = sglang_tree(version)
     report = gate.inspect_gate(package)
     original_sha = report.sha256
-    plan = gate.plan_edit(report, None, autotune=True)
-    assert plan.action == "enable"
+    shipped = gate.shipped_digest(report)
+    assert shipped is not None and shipped.sha256 == original_sha  # RECORD names these bytes
+    plan = planner.plan_edit(report, shipped, None, autotune=True)
+    assert (plan.action, plan.outcome, plan.shipped_sha256) == ("enable", "patched", original_sha)
     apply_plan(report, plan)
 
     patched = gate.inspect_gate(package)
-    assert gate.verify_gate(patched, "enabled") == []
+    assert gate.verify_gate(patched, "enabled", plan.expect_sha256) == []
     assert patched.lineno == report.lineno
     assert patched.line == report.line.replace("# ", "", 1)
-    record = {"file": patched.file, "original_line": report.line,
-              "original_sha256": original_sha, "patched_sha256": patched.sha256}
-    assert gate.plan_edit(patched, record, autotune=True).action == "none"
+    # No record of ours is passed: RECORD and the file alone say "patched".
+    again = planner.plan_edit(patched, shipped, None, autotune=True)
+    assert (again.action, again.outcome, again.enabled_by_project) == ("none", "patched", True)
 
-    back = gate.plan_edit(patched, record, autotune=False)
-    assert back.action == "disable"
+    back = planner.plan_edit(patched, shipped, None, autotune=False)
+    assert (back.action, back.expect_sha256, back.shipped_line) == ("disable", original_sha, report.line)
     apply_plan(patched, back)
     restored = gate.inspect_gate(package)
     assert gate.verify_gate(restored, "commented", original_sha) == []
+    assert planner.plan_edit(restored, shipped, None, autotune=False).action == "none"
 
 
 @pytest.mark.parametrize("version", UPSTREAM)
 def test_upstream_enabled_is_never_edited(sglang_tree, version):
     report = gate.inspect_gate(sglang_tree(version))
-    on = gate.plan_edit(report, None, autotune=True)
-    off = gate.plan_edit(report, None, autotune=False)
+    shipped = gate.shipped_digest(report)
+    assert shipped is not None and shipped.sha256 == report.sha256
+    on = planner.plan_edit(report, shipped, None, autotune=True)
+    off = planner.plan_edit(report, shipped, None, autotune=False)
     assert (on.action, on.upstream_enabled, on.server_args) == ("none", True, {})
     assert (off.action, off.upstream_enabled) == ("none", True)
     assert off.server_args == {"disable-flashinfer-autotune": True}
@@ -86,26 +99,35 @@ def test_verify_reports_every_problem(sglang_tree):
 
 
 def test_record_of_a_changed_file_refuses_rollback(sglang_tree):
+    """Without RECORD (a source install) this project's record still guards the rollback."""
     package = sglang_tree("0.5.10")
+    drop_record(package)
     report = gate.inspect_gate(package)
-    apply_plan(report, gate.plan_edit(report, None, autotune=True))
+    assert gate.shipped_digest(report) is None
+    apply_plan(report, planner.plan_edit(report, None, None, autotune=True))
     patched = gate.inspect_gate(package)
     record = {"file": patched.file, "original_sha256": report.sha256, "patched_sha256": "f" * 64}
     with pytest.raises(gate.GateError, match="changed since this project patched it"):
-        gate.plan_edit(patched, record, autotune=False)
+        planner.plan_edit(patched, None, record, autotune=False)
 
 
-def test_stale_record_after_reinstall(sglang_tree):
-    report = gate.inspect_gate(sglang_tree("0.5.12"))
+def test_stale_record_after_reinstall_without_record(sglang_tree):
+    package = sglang_tree("0.5.12")
+    drop_record(package)
+    report = gate.inspect_gate(package)
     record = {"file": report.file, "patched_sha256": "f" * 64}
-    assert gate.plan_edit(report, record, autotune=True).record_stale
-    assert gate.plan_edit(report, record, autotune=False).record_stale
+    on = planner.plan_edit(report, None, record, autotune=True)
+    off = planner.plan_edit(report, None, record, autotune=False)
+    assert on.record_stale and off.record_stale and off.log == "remove"
+    assert "No RECORD lists this file" in on.message
 
 
 def test_state_file_is_per_real_file(tmp_path):
     a = gate.state_file_for(tmp_path, "/opt/sglang/venvs/a/sglang/x.py")
     b = gate.state_file_for(tmp_path, "/opt/sglang/venvs/b/sglang/x.py")
     assert a != b and a.parent == b.parent == tmp_path
+    # "/" -> "__" alone would make these two collide
+    assert gate.state_file_for(tmp_path, "/a/b__c.py") != gate.state_file_for(tmp_path, "/a__b/c.py")
 
 
 def test_version_falls_back_to_version_file(sglang_tree):
@@ -134,10 +156,12 @@ def test_anchor_deleted(sglang_tree):
     report = gate.inspect_gate(package)
     assert report.state == "absent"
     with pytest.raises(gate.GateError) as err:
-        gate.plan_edit(report, None, autotune=True)
+        planner.plan_edit(report, gate.shipped_digest(report), None, autotune=True)
     assert "SGLang 0.5.10" in str(err.value)
     assert 'has no "flashinfer_cutlass", entry' in str(err.value)
     assert "Searched:" in str(err.value) and "base_runner.py" in str(err.value)
+    assert "differs from what" in str(err.value) and "RECORD" in str(err.value)
+    assert "0.5.8 or later" not in str(err.value)
     assert sha(path) == before
 
 
@@ -168,7 +192,7 @@ def test_second_match_outside_gate_blocks_the_edit(sglang_tree):
     report = gate.inspect_gate(package)
     assert report.state == "commented" and report.outside_gate
     with pytest.raises(gate.GateError, match="lineinfile would edit the wrong line"):
-        gate.plan_edit(report, None, autotune=True)
+        planner.plan_edit(report, None, None, autotune=True)
     assert sha(path) == report.sha256
 
 
@@ -220,3 +244,204 @@ def test_unreadable_record(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(gate.GateError, match="is not readable JSON"):
         gate.read_record(bad)
+
+
+# --- RECORD decides: hand patches, other edits, and the inputs a sweep found ----
+
+ENTRY_ACTIVE = '            "flashinfer_cutlass",\n'
+
+
+def sed_patch(path: Path) -> None:
+    """What the deployment this project automates did at first: sed, no record of ours."""
+    path.write_bytes(path.read_bytes().replace(COMMENTED_ENTRY.encode(), ENTRY_ACTIVE.encode()))
+
+
+@pytest.mark.parametrize("version", COMMENTED)
+def test_hand_patched_file_rolls_back_to_record_bytes(sglang_tree, version):
+    package = sglang_tree(version)
+    path = package / EXPECTED_STATE[version][1]
+    original = path.read_bytes()
+    sed_patch(path)
+    report = gate.inspect_gate(package)
+    shipped = gate.shipped_digest(report)
+    assert report.state == "enabled" and shipped.sha256 == sha256_of(original)
+    on = planner.plan_edit(report, shipped, None, autotune=True)
+    assert (on.action, on.outcome, on.upstream_enabled) == ("none", "patched", False)
+    off = planner.plan_edit(report, shipped, None, autotune=False)
+    assert (off.action, off.line, off.expect_sha256) == ("disable", r"\1# \2", shipped.sha256)
+    apply_plan(report, off)
+    assert path.read_bytes() == original
+
+
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_upstream_entry_commented_by_hand_is_restored(sglang_tree):
+    package = sglang_tree("0.5.23")
+    path = package / EXPECTED_STATE["0.5.23"][1]
+    original = path.read_bytes()
+    active = b'    "flashinfer_cutlass",\n'
+    assert original.count(active) == 1
+    path.write_bytes(original.replace(active, b'    # "flashinfer_cutlass",\n'))
+    report = gate.inspect_gate(package)
+    assert report.state == "commented"
+    for autotune in (True, False):
+        plan = planner.plan_edit(report, gate.shipped_digest(report), None, autotune=autotune)
+        assert (plan.action, plan.outcome, plan.upstream_enabled) == ("enable", "shipped", True)
+        assert plan.expect_sha256 == sha256_of(original)
+        assert plan.server_args == ({} if autotune else {"disable-flashinfer-autotune": True})
+    apply_plan(report, plan)
+    assert path.read_bytes() == original
+
+
+def test_other_edit_is_refused_naming_file_and_line(sglang_tree):
+    package = sglang_tree("0.5.12")
+    path = package / EXPECTED_STATE["0.5.12"][1]
+    sed_patch(path)
+    path.write_bytes(path.read_bytes() + b"# local change\n")
+    report = gate.inspect_gate(package)
+    before = sha(path)
+    for autotune in (True, False):
+        with pytest.raises(gate.GateError) as err:
+            planner.plan_edit(report, gate.shipped_digest(report), None, autotune=autotune)
+        message = str(err.value)
+        assert str(path) in message and "neither as shipped nor as shipped plus the one-line edit" in message
+        assert f"line {report.lineno}" in message and "cannot be located from RECORD" in message
+        assert "Nothing was changed" in message and "pip install --force-reinstall --no-deps sglang==0.5.12" in message
+    assert sha(path) == before
+
+
+@pytest.mark.parametrize(
+    "form",
+    ['            # "flashinfer_cutlass",  # off for now\n',
+     '            ## "flashinfer_cutlass",\n',
+     "            # 'flashinfer_cutlass',\n",
+     "            'flashinfer_cutlass',\n"],
+)
+def test_unrecognised_entry_form_is_quoted(sglang_tree, form):
+    package = sglang_tree("0.5.10")
+    path = mutate(package, EXPECTED_STATE["0.5.10"][1], lambda s: s.replace(COMMENTED_ENTRY, form))
+    lineno = path.read_text().splitlines().index(form.rstrip("\n")) + 1
+    with pytest.raises(gate.GateError) as err:
+        gate.inspect_gate(package)
+    assert f"line {lineno} reads {form.strip()!r}" in str(err.value)
+    assert "not a form this role edits" in str(err.value)
+    assert "0.5.8 or later" not in str(err.value)
+
+
+def test_entry_removed_from_upstream_release(sglang_tree):
+    package = sglang_tree("0.5.23")
+    path = package / EXPECTED_STATE["0.5.23"][1]
+    path.write_bytes(path.read_bytes().replace(b'    "flashinfer_cutlass",\n', b""))
+    report = gate.inspect_gate(package)
+    with pytest.raises(gate.GateError) as err:
+        planner.plan_edit(report, gate.shipped_digest(report), None, autotune=False)
+    assert 'SGLang 0.5.23: the gate should_run_flashinfer_autotune()' in str(err.value)
+    assert "the entry was removed or the file edited since SGLang was installed" in str(err.value)
+    assert "0.5.8 or later" not in str(err.value)
+    drop_record(package)
+    with pytest.raises(gate.GateError, match="The entry is gone from this version's gate; there is no RECORD"):
+        planner.plan_edit(gate.inspect_gate(package), None, None, autotune=False)
+
+
+def test_absent_entry_as_shipped_on_0_5_6(sglang_tree):
+    report = gate.inspect_gate(sglang_tree("0.5.6"))
+    shipped = gate.shipped_digest(report)
+    assert shipped.sha256 == report.sha256
+    with pytest.raises(gate.GateError, match="use SGLang 0.5.8 or later"):
+        planner.plan_edit(report, shipped, None, autotune=True)
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_crlf_is_refused(sglang_tree, whole):
+    package = sglang_tree("0.5.10")
+    path = package / EXPECTED_STATE["0.5.10"][1]
+    data = path.read_bytes()
+    if whole:
+        path.write_bytes(data.replace(b"\n", b"\r\n"))
+    else:
+        path.write_bytes(data.replace(COMMENTED_ENTRY.encode(), COMMENTED_ENTRY.encode()[:-1] + b"\r\n"))
+    with pytest.raises(gate.GateError) as err:
+        gate.inspect_gate(package)
+    assert "CRLF" in str(err.value)
+    assert ("throughout the file" if whole else "on line(s) ") in str(err.value)
+
+
+def test_bom_is_accepted_and_round_trips(sglang_tree):
+    """A release that shipped a BOM (RECORD rewritten to say so): patched and restored byte for byte."""
+    package = sglang_tree("0.5.10")
+    rel = EXPECTED_STATE["0.5.10"][1]
+    path = package / rel
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    with_bom = path.read_bytes()
+    set_record_hash(package, rel, with_bom)
+    report = gate.inspect_gate(package)
+    on = planner.plan_edit(report, gate.shipped_digest(report), None, autotune=True)
+    apply_plan(report, on)
+    assert sha(path) == on.expect_sha256 and path.read_bytes().startswith(b"\xef\xbb\xbf")
+    patched = gate.inspect_gate(package)
+    apply_plan(patched, planner.plan_edit(patched, gate.shipped_digest(patched), None, autotune=False))
+    assert path.read_bytes() == with_bom
+
+
+def set_record_hash(package: Path, rel: str, data: bytes) -> None:
+    import base64
+
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    record = next(package.parent.glob("sglang-*.dist-info/RECORD"))
+    rows = []
+    for row in record.read_text().splitlines():
+        name = row.split(",", 1)[0]
+        rows.append(f"{name},sha256={digest},{len(data)}" if name == f"sglang/{rel}" else row)
+    record.write_text("\n".join(rows) + "\n")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_gate_path_that_is_not_a_file(sglang_tree, kind):
+    import os
+    import stat as st
+
+    package = sglang_tree("0.5.10")
+    path = package / EXPECTED_STATE["0.5.10"][1]
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        os.mknod(path, st.S_IFCHR | 0o600, os.makedev(1, 3))
+    else:
+        path.mkdir()
+    expected = {"fifo": "FIFO (named pipe)", "device": "character device", "directory": "directory"}[kind]
+    with pytest.raises(gate.GateError, match=f"is a {re.escape(expected)}, expected a regular Python file"):
+        gate.inspect_gate(package)
+
+
+def test_python_problem(tmp_path):
+    import sys
+
+    assert gate.python_problem(sys.executable) is None
+    text = tmp_path / "python"
+    text.write_text("not an interpreter\n")
+    assert "is not a Python 3 interpreter (running it failed" in gate.python_problem(str(text))
+    assert "exited 0 with output ''" in gate.python_problem("/bin/true")
+    assert "is not a Python 3 interpreter" in gate.python_problem(str(tmp_path))
+
+
+def test_state_dir_that_is_not_a_directory(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(gate.GateError, match=r"state_dir=.*/file is a file, expected a directory"):
+        gate.check_state_dir(tmp_path / "file", tmp_path / "file" / "x.json")
+    (tmp_path / "log.json").mkdir()
+    assert "log.json is a directory, not a file: it is left alone" in gate.check_state_dir(tmp_path, tmp_path / "log.json")
+    assert gate.check_state_dir(tmp_path / "missing", tmp_path / "missing" / "x.json") == ""
+    with pytest.raises(gate.GateError, match="is a path through something that is not a directory"):
+        gate.check_state_dir(tmp_path / "file" / "sub", tmp_path / "file" / "sub" / "x.json")
+
+
+def test_two_records_that_disagree(sglang_tree):
+    package = sglang_tree("0.5.10")
+    other = package.parent / "sglang-0.5.9.dist-info"
+    other.mkdir()
+    (other / "RECORD").write_text(f"sglang/{EXPECTED_STATE['0.5.10'][1]},sha256=AAAA,1\n")
+    with pytest.raises(gate.GateError, match="2 RECORD files list .* with different sha256"):
+        gate.shipped_digest(gate.inspect_gate(package))

@@ -69,7 +69,7 @@ def test_old_release_patched_then_restored(host, gate):
         assert gate["sha256"] == gate["shipped"]
         assert gate["lines"].count(ENTRY_COMMENTED) == 1
         assert ENTRY_ACTIVE not in gate["lines"]
-        assert records.rc != 0, "the record should be gone after rollback"
+        assert records.rc != 0, "no log of a patch the file no longer carries"
     else:
         assert gate["sha256"] != gate["shipped"]
         assert gate["lines"].count(ENTRY_ACTIVE) == 1

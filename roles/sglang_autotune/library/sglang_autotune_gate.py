@@ -16,13 +16,19 @@ description:
   - Reports whether the C("flashinfer_cutlass",) entry of the gate's backend list
     is C(commented), C(enabled) or C(absent), and plans the single
     M(ansible.builtin.lineinfile) edit that makes it match I(autotune).
+  - Decides "as shipped" from pip's C(RECORD) in the installed C(sglang-*.dist-info)
+    (the file's sha256 as shipped). A file equal to it is as shipped; one that equals
+    it with only the entry line toggled is patched, whoever patched it; anything else
+    fails. Without a RECORD listing the file (an editable install) it falls back to
+    this project's record in I(state_dir); with RECORD that record is never read.
   - With I(verify), re-reads the file and proves the state with Python's AST,
     that the file compiles and, when given, its sha256.
   - Never writes anything; fails before any change when the gate is missing,
-    ambiguous, only outside the gate, or the file is not readable Python.
+    ambiguous, only outside the gate, in a form it does not edit, has CRLF line
+    endings, is not a regular file, or the file is not readable Python.
 options:
   package_dir:
-    description: The sglang package directory (the folder holding C(srt/)).
+    description: The sglang package directory (the folder holding C(srt/)); absolute.
     type: path
   python:
     description:
@@ -34,7 +40,7 @@ options:
     type: bool
     default: true
   state_dir:
-    description: Directory of this project's records of edits it made.
+    description: Directory of this project's log of edits it made (read only without RECORD).
     type: path
     default: /var/lib/sglang_autotune
   verify:
@@ -125,7 +131,43 @@ record:
   returned: always
   type: dict
 record_stale:
-  description: The record no longer describes the file (SGLang reinstalled or rolled back).
+  description: Without RECORD, this project's record no longer describes the file.
+  returned: when not verifying
+  type: bool
+decided_by:
+  description: C(RECORD) (pip's record of the shipped file decided) or C(record) (this project's, no RECORD).
+  returned: when not verifying
+  type: str
+shipped_record:
+  description: The RECORD file that named the shipped sha256 (empty without one).
+  returned: when not verifying
+  type: str
+shipped_sha256:
+  description: sha256 of the gate file as shipped.
+  returned: when not verifying
+  type: str
+shipped_line:
+  description: The entry line as shipped.
+  returned: when not verifying
+  type: str
+expect_sha256:
+  description: sha256 the file has after the planned edit (or now, when none).
+  returned: when not verifying
+  type: str
+outcome:
+  description: C(patched) or C(shipped), what the file is after this run.
+  returned: when not verifying
+  type: str
+log:
+  description: What the role does with its log, C(write), C(remove) or C(keep).
+  returned: when not verifying
+  type: str
+log_text:
+  description: The log's content when I(log) is C(write).
+  returned: when not verifying
+  type: str
+log_dir_exists:
+  description: Whether I(state_dir) exists already.
   returned: when not verifying
   type: bool
 message:
@@ -134,42 +176,68 @@ message:
   type: str
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_locate import locate_package
 from ansible.module_utils.sglang_gate import (
     GateError,
+    check_state_dir,
     inspect_gate,
-    plan_edit,
+    python_problem,
     read_record,
+    shipped_digest,
     state_file_for,
     verify_gate,
 )
+from ansible.module_utils.sglang_gate_plan import log_step, plan_edit
+
 
 def run(module: AnsibleModule) -> None:
-    package_dir = locate_package(module, module.params["package_dir"], module.params["python"])
+    params = module.params
+    if params["package_dir"] and not os.path.isabs(params["package_dir"]):
+        module.fail_json(msg=f"sglang_package_dir={params['package_dir']!r} is a relative path; it would "
+                         "be read relative to wherever the module happens to run on the target. Give "
+                         f"an absolute path (e.g. -e sglang_package_dir=$PWD/{params['package_dir']}).")
+    if not params["package_dir"] and params["python"] and os.path.lexists(params["python"]):
+        problem = python_problem(params["python"])
+        if problem:
+            module.fail_json(msg=problem)
+    package_dir = locate_package(module, params["package_dir"], params["python"])
     if package_dir is None:
         module.exit_json(changed=False, state="not_installed", action="none", version="not installed",
                          file="", lineno=0, upstream_enabled=False, record_stale=False, server_args={},
+                         log="keep", outcome="shipped", decided_by="nothing",
                          message="SGLang is not installed yet: check mode cannot inspect its gate.")
+    log_note = ""
     try:
         report = inspect_gate(package_dir)
-        state_file = state_file_for(module.params["state_dir"], report.file)
-        record = read_record(state_file)
-        result = dict(report.as_dict(), state_file=str(state_file), record=record or {},
-                      changed=False)
-        if module.params["verify"]:
-            problems = verify_gate(report, module.params["verify"], module.params["expect_sha256"])
+        state_file = state_file_for(params["state_dir"], report.file)
+        result = dict(report.as_dict(), state_file=str(state_file), record={}, changed=False)
+        if params["verify"]:
+            problems = verify_gate(report, params["verify"], params["expect_sha256"])
             if problems:
                 module.fail_json(msg=f"verification of {report.file} failed: " + "; ".join(problems),
                                  **result)
             result["message"] = (f"SGLang {report.version}: proven {report.state} at "
                                  f"{report.file}:{report.lineno}, sha256 {report.sha256}")
             module.exit_json(**result)
-        plan = plan_edit(report, record, module.params["autotune"])
+        log_note = check_state_dir(params["state_dir"], state_file)
+        shipped = shipped_digest(report)
+        # With RECORD, this project's log is never read: it cannot decide anything.
+        record = read_record(state_file) if shipped is None else None
+        result["record"] = record or {}
+        result["shipped_record"] = shipped.record if shipped else ""
+        plan = plan_edit(report, shipped, record, params["autotune"])
     except GateError as exc:
         module.fail_json(msg=str(exc), package_dir=package_dir)
     plan_dict = plan.as_dict()
     plan_dict["edit_line"] = plan_dict.pop("line")
+    plan_dict["log"], plan_dict["log_text"] = log_step(plan, report, state_file, shipped)
+    plan_dict["log_dir_exists"] = os.path.isdir(params["state_dir"])
+    if log_note:
+        plan_dict["log"] = "keep"
+        plan_dict["message"] += log_note
     result.update(plan_dict)
     module.exit_json(**result)
 

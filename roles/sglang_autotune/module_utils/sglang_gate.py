@@ -8,6 +8,13 @@ SM120 is never tuned. This module finds the gate in an installed SGLang tree,
 says whether that entry is commented, enabled or absent, plans the one-line
 edit that ``ansible.builtin.lineinfile`` makes, and proves the result.
 
+What "as shipped" means is decided by pip's ``RECORD`` in the installed
+``sglang-<version>.dist-info`` (the sha256 of every shipped file) and by the
+file itself: the file is either RECORD's bytes, or RECORD's bytes with the
+entry line toggled (our edit, whoever made it), or something else that is
+refused. No record of this project decides anything while RECORD is there, so
+a run killed at any moment leaves a state the next run reads correctly.
+
 Nothing here writes a file: the edit is lineinfile's, so that ``--check
 --diff`` and Ansible's change reporting work as users expect.
 """
@@ -15,9 +22,15 @@ Nothing here writes a file: the edit is lineinfile's, so that ``--check
 from __future__ import annotations
 
 import ast
+import base64
+import csv
 import hashlib
+import io
 import json
+import os
 import re
+import stat
+import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -39,7 +52,10 @@ GATE_FUNCTIONS = ("should_run_flashinfer_autotune", "_should_run_flashinfer_auto
 
 # Only a line that is exactly the list item counts, commented or not: the TODO
 # comment above it names the backend too and must never match.
-ENTRY_RE = re.compile(r'^(?P<indent>[ \t]*)(?P<comment>#[ \t]*)?"flashinfer_cutlass",[ \t]*\r?$')
+ENTRY_RE = re.compile(r'^(?P<indent>[ \t]*)(?P<comment>#[ \t]*)?"flashinfer_cutlass",[ \t]*$')
+# Any quoted mention of the backend: an entry in a form ENTRY_RE refuses
+# (single quotes, `##`, a trailing comment) is quoted back to the operator.
+MENTION_RE = re.compile(r"""["']flashinfer_cutlass["']""")
 
 # The regexps handed to lineinfile. Each must match exactly one line of the
 # file, and that line must sit inside the gate: lineinfile edits the last
@@ -47,7 +63,9 @@ ENTRY_RE = re.compile(r'^(?P<indent>[ \t]*)(?P<comment>#[ \t]*)?"flashinfer_cutl
 ENABLE_REGEXP = r'^([ \t]*)#[ \t]*("flashinfer_cutlass",)[ \t]*$'
 ENABLE_LINE = r"\1\2"
 DISABLE_REGEXP = r'^([ \t]*)("flashinfer_cutlass",)[ \t]*$'
-DISABLE_LINE_DEFAULT = r"\1# \2"
+# The comment forms a rollback may restore, tried against RECORD in this order.
+DISABLE_LINES = (r"\1# \2", r"\1#\2")
+DISABLE_LINE_DEFAULT = DISABLE_LINES[0]
 
 STATES = ("commented", "enabled", "absent")
 ACTIONS = ("enable", "disable", "none")
@@ -78,13 +96,66 @@ class GateReport:
     sha256: str = ""
     ast_listed: bool = False
     outside_gate: list[int] = field(default_factory=list)
+    mentions: list[list[Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
+@dataclass
+class Shipped:
+    """What pip's RECORD says the gate file was when it was installed."""
+
+    sha256: str
+    record: str
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return sha256_bytes(path.read_bytes())
+
+
+def file_kind(path: Path) -> str:
+    """'missing', 'file', or what else is there (a FIFO would hang a read forever)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "missing"
+    except NotADirectoryError:
+        return "path through something that is not a directory"
+    except OSError as exc:
+        return f"path that cannot be read ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return "file"
+    for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO (named pipe)"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+                       (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def python_problem(python: str) -> Optional[str]:
+    """None when `python` runs as a Python 3 interpreter, else what went wrong."""
+    probe = "import sys; print('python', sys.version_info[0])"
+    try:
+        proc = subprocess.run([python, "-c", probe], capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+        found = f"running it failed: {exc}"
+    else:
+        if proc.returncode == 0 and proc.stdout.strip() == "python 3":
+            return None
+        output = (proc.stdout + proc.stderr).strip()[:200]
+        found = f"`{python} -c ...` exited {proc.returncode} with output {output!r}"
+    return (
+        f"sglang_autotune_python={python} is not a Python 3 interpreter ({found}). Set "
+        "sglang_autotune_python to the SGLang virtualenv's bin/python (default "
+        "/opt/sglang/current/bin/python), or give the package directory (-e sglang_package_dir=DIR)."
+    )
 
 
 def _check_package_dir(package_dir: Path) -> None:
@@ -100,11 +171,26 @@ def _check_package_dir(package_dir: Path) -> None:
         )
 
 
-def _parse(path: Path) -> tuple[str, ast.Module]:
+def decode_source(path: Path, data: bytes) -> str:
+    """The file's text; a UTF-8 BOM is allowed (Python accepts it) and left out."""
     try:
-        source = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
         raise GateError(f"cannot read {path} as UTF-8 text: {exc}. {FIX_HINT}") from exc
+
+
+def _parse(path: Path) -> tuple[str, ast.Module]:
+    kind = file_kind(path)
+    if kind != "file":
+        raise GateError(
+            f"{path} is a {kind}, expected a regular Python file; refusing to read or edit "
+            f"it. {FIX_HINT}"
+        )
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise GateError(f"cannot read {path}: {exc}. {FIX_HINT}") from exc
+    source = decode_source(path, data)
     try:
         return source, ast.parse(source, filename=str(path))
     except SyntaxError as exc:
@@ -112,6 +198,12 @@ def _parse(path: Path) -> tuple[str, ast.Module]:
             f"{path} is not valid Python (line {exc.lineno}: {exc.msg}); "
             f"refusing to edit it. {FIX_HINT}"
         ) from exc
+
+
+def source_lines(source: str) -> list[str]:
+    """Lines as lineinfile sees them: split on LF only (a form feed is not a line end)."""
+    lines = source.split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def _gate_functions(tree: ast.Module) -> list[ast.FunctionDef]:
@@ -139,7 +231,7 @@ def find_gate(package_dir: Path) -> tuple[Path, str, ast.FunctionDef, list[str]]
     found: list[tuple[Path, str, ast.FunctionDef]] = []
     for rel in GATE_FILES:
         path = package_dir / rel
-        if not path.exists():
+        if file_kind(path) == "missing":
             continue
         source, tree = _parse(path)
         found.extend((path, source, node) for node in _gate_functions(tree))
@@ -154,11 +246,27 @@ def find_gate(package_dir: Path) -> tuple[Path, str, ast.FunctionDef, list[str]]
     return path, source, node, searched
 
 
+def _refuse_cr(path: Path, source: str, version: str) -> None:
+    if "\r" not in source:
+        return
+    lines = source.split("\n")
+    with_cr = [n for n, text in enumerate(lines, start=1) if "\r" in text]
+    whole = len(with_cr) >= len(source_lines(source)) - 1
+    raise GateError(
+        f"SGLang {version}, {path}: CRLF (\\r\\n) line endings "
+        f"{'throughout the file' if whole else 'on line(s) ' + ', '.join(map(str, with_cr[:5]))}. "
+        "SGLang ships LF, and lineinfile would write the edited line with LF, mixing line "
+        "endings; refusing before any change. Reinstall SGLang to get the shipped file back "
+        "(or convert it to LF endings, e.g. with dos2unix, if you changed it on purpose)."
+    )
+
+
 def inspect_gate(package_dir: str | Path) -> GateReport:
     """Locate the gate and classify its "flashinfer_cutlass" entry.
 
     Raises GateError when the entry appears more than once in the gate, or only
-    outside it: both mean the file is not what this patch was written for.
+    outside it, or in a form this role does not edit: each means the file is
+    not what this patch was written for.
     """
     # Resolved, so that a record follows the real file and not a `current` link
     # that may later point at another virtualenv.
@@ -175,10 +283,13 @@ def inspect_gate(package_dir: str | Path) -> GateReport:
         sha256=sha256_file(path),
         ast_listed=backend_listed(node),
     )
+    _refuse_cr(path, source, report.version)
     inside: list[tuple[int, str, bool]] = []
-    for lineno, text in enumerate(source.splitlines(), start=1):
+    for lineno, text in enumerate(source_lines(source), start=1):
         match = ENTRY_RE.match(text)
         if not match:
+            if start <= lineno <= end and MENTION_RE.search(text):
+                report.mentions.append([lineno, text])
             continue
         if start <= lineno <= end:
             inside.append((lineno, text, match.group("comment") is not None))
@@ -195,6 +306,14 @@ def inspect_gate(package_dir: str | Path) -> GateReport:
             f"(lines {lines}). Refusing to guess which one to edit. {FIX_HINT}"
         )
     if not inside:
+        if report.mentions:
+            found = "; ".join(f"line {n} reads {t.strip()!r}" for n, t in report.mentions)
+            raise GateError(
+                f'{context}: {found}. That is not a form this role edits: it expects the line '
+                f'to be exactly "{BACKEND}", or # "{BACKEND}", (any indentation, nothing '
+                f"after the comma). Nothing was changed. Put the line back as shipped, or "
+                f"reinstall SGLang."
+            )
         if report.outside_gate:
             raise GateError(
                 f'{context}: no "{BACKEND}", entry inside the gate, but one outside it at '
@@ -213,19 +332,95 @@ def inspect_gate(package_dir: str | Path) -> GateReport:
     return report
 
 
+def _record_hex(digest: str) -> Optional[str]:
+    algorithm, _, b64 = digest.partition("=")
+    if algorithm != "sha256" or not b64:
+        return None
+    try:
+        return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
+    except ValueError:
+        return None
+
+
+def shipped_digest(report: GateReport) -> Optional[Shipped]:
+    """The sha256 pip recorded for the gate file at install; None without a RECORD listing it.
+
+    An editable or source install has no RECORD next to the package listing the
+    file. Two dist-info folders that disagree about it (a broken upgrade) are refused.
+    """
+    site = Path(report.package_dir).parent
+    rel = os.path.relpath(report.file, site)
+    found: dict[str, str] = {}
+    for dist_info in sorted(site.glob("sglang-*.dist-info")):
+        record = dist_info / "RECORD"
+        if file_kind(record) != "file":
+            continue
+        text = record.read_text(encoding="utf-8", errors="replace")
+        for row in csv.reader(io.StringIO(text)):
+            if len(row) >= 2 and os.path.normpath(row[0]) == rel:
+                digest = _record_hex(row[1])
+                if digest:
+                    found[str(record)] = digest
+    if len(set(found.values())) > 1:
+        raise GateError(
+            f"{len(found)} RECORD files list {report.file} with different sha256 "
+            f"({', '.join(f'{r}: {d}' for r, d in found.items())}): more than one SGLang is "
+            "installed over the other. Reinstall SGLang into a clean virtualenv."
+        )
+    if not found:
+        return None
+    record, digest = next(iter(found.items()))
+    return Shipped(sha256=digest, record=record)
+
+
+def apply_edit(data: bytes, lineno: int, regexp: str, line: str) -> bytes:
+    """The bytes lineinfile writes when `regexp` (with backrefs `line`) edits line `lineno`."""
+    lines = data.split(b"\n")
+    current = lines[lineno - 1].decode("utf-8-sig" if lineno == 1 else "utf-8")
+    match = re.search(regexp, current)
+    if not match:
+        raise GateError(f"internal: {regexp!r} does not match line {lineno} ({current!r})")
+    new = match.expand(line).encode("utf-8")
+    if lineno == 1 and data.startswith(b"\xef\xbb\xbf"):
+        new = b"\xef\xbb\xbf" + new
+    lines[lineno - 1] = new
+    return b"\n".join(lines)
+
+
 def regexp_matches(source: str, regexp: str) -> list[int]:
     pattern = re.compile(regexp)
-    return [n for n, text in enumerate(source.splitlines(), start=1) if pattern.search(text)]
+    return [n for n, text in enumerate(source_lines(source), start=1) if pattern.search(text)]
 
 
 def state_file_for(state_dir: str | Path, gate_file: str | Path) -> Path:
-    """Where the record of this project's edit to gate_file lives."""
+    """Where the log of this project's edit to gate_file lives (one name per real path)."""
     name = str(gate_file).strip("/").replace("/", "__")
-    return Path(state_dir) / f"{name}.json"
+    tag = hashlib.sha256(str(gate_file).encode("utf-8")).hexdigest()[:12]
+    return Path(state_dir) / f"{name}.{tag}.json"
+
+
+def check_state_dir(state_dir: str | Path, state_file: Path) -> str:
+    """Refuse a state_dir that is not a directory; return why the log cannot be kept ('' if it can).
+
+    The log is only a log: something else at its path (a directory) stops the
+    log, never the edit or the rollback.
+    """
+    kind = file_kind(Path(state_dir))
+    if kind not in ("missing", "directory"):
+        raise GateError(
+            f"sglang_autotune_state_dir={state_dir} is a {kind}, expected a directory (or "
+            "nothing, it is created). Nothing was changed. Point sglang_autotune_state_dir "
+            "at a directory, or move that file away."
+        )
+    kind = file_kind(state_file)
+    if kind not in ("missing", "file"):
+        return (f" The log {state_file} is a {kind}, not a file: it is left alone and not "
+                "updated (it is only a log; remove it to get the log back).")
+    return ""
 
 
 def read_record(path: Optional[Path]) -> Optional[dict[str, Any]]:
-    if path is None or not path.is_file():
+    if path is None or file_kind(path) != "file":
         return None
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
@@ -236,92 +431,11 @@ def read_record(path: Optional[Path]) -> Optional[dict[str, Any]]:
     return record if isinstance(record, dict) else None
 
 
-@dataclass
-class Plan:
-    """What the role should do, and why, in words an operator reads in the output."""
-
-    action: str
-    message: str
-    enabled_by_project: bool = False
-    upstream_enabled: bool = False
-    record_stale: bool = False
-    regexp: str = ""
-    line: str = ""
-    server_args: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _unique_edit(report: GateReport, regexp: str) -> None:
-    source = Path(report.file).read_text(encoding="utf-8")
-    hits = regexp_matches(source, regexp)
-    if hits != [report.lineno]:
-        raise GateError(
-            f"SGLang {report.version}, {report.file}: the edit regexp {regexp!r} must match "
-            f"only line {report.lineno} (in the gate), it matches line(s) "
-            f"{', '.join(map(str, hits)) or 'none'}. lineinfile would edit the wrong line; "
-            f"nothing was changed. {FIX_HINT}"
-        )
-
-
-def plan_edit(report: GateReport, record: Optional[dict[str, Any]], autotune: bool) -> Plan:
-    """Decide the one edit (or none) that makes the gate match `autotune`."""
-    version = report.version
-    if report.state == "absent":
-        raise GateError(
-            f'SGLang {version}: the gate {report.gate_function}() in {report.file} (lines '
-            f'{report.gate_lines[0]}-{report.gate_lines[1]}) has no "{BACKEND}", entry, '
-            f"commented or not. Searched: {', '.join(report.searched)}. This version cannot "
-            f"autotune the {BACKEND} MoE backend (0.5.6 and older gate on attention backends "
-            f"behind --enable-flashinfer-autotune); use SGLang 0.5.8 or later."
-        )
-    ours = bool(record) and record.get("file") == report.file
-    if report.state == "commented":
-        stale = ours
-        if not autotune:
-            return Plan("none", f"SGLang {version}: {BACKEND} is commented out as shipped; "
-                        "autotune of that backend is off, nothing to change.", record_stale=stale)
-        _unique_edit(report, ENABLE_REGEXP)
-        return Plan("enable", f"SGLang {version}: uncommenting {BACKEND} at "
-                    f"{report.file}:{report.lineno}.", record_stale=stale,
-                    regexp=ENABLE_REGEXP, line=ENABLE_LINE)
-
-    # enabled
-    if ours and record.get("patched_sha256") == report.sha256:
-        if autotune:
-            return Plan("none", f"SGLang {version}: {BACKEND} already enabled by this project "
-                        f"at {report.file}:{report.lineno}.", enabled_by_project=True)
-        _unique_edit(report, DISABLE_REGEXP)
-        original = str(record.get("original_line") or "")
-        line = original.replace("\\", "\\\\") if ENTRY_RE.match(original) else DISABLE_LINE_DEFAULT
-        return Plan("disable", f"SGLang {version}: restoring the original comment at "
-                    f"{report.file}:{report.lineno}.", enabled_by_project=True,
-                    regexp=DISABLE_REGEXP, line=line)
-    if ours:
-        if autotune:
-            return Plan("none", f"SGLang {version}: {BACKEND} is enabled at "
-                        f"{report.file}:{report.lineno}.", enabled_by_project=True)
-        raise GateError(
-            f"SGLang {version}: {report.file} changed since this project patched it "
-            f"(sha256 {report.sha256}, recorded {record.get('patched_sha256')}), so rolling "
-            f"back cannot restore the original bytes. Reinstall SGLang to get the shipped "
-            f"file back."
-        )
-    # Upstream enables the entry from 0.5.13 on: commenting it out would disable
-    # what upstream enables, so the server flag is the supported off switch.
-    if autotune:
-        return Plan("none", f"SGLang {version}: {BACKEND} autotune is enabled upstream; "
-                    "no patch needed.", upstream_enabled=True)
-    return Plan("none", f"SGLang {version}: {BACKEND} autotune is enabled upstream; the file "
-                "is left as shipped and the server gets --disable-flashinfer-autotune.",
-                upstream_enabled=True, server_args={"disable-flashinfer-autotune": True})
-
-
 def verify_gate(report: GateReport, expect: str, expect_sha256: str = "") -> list[str]:
     """Prove the gate is in the expected state; return the problems (empty means proven)."""
     problems: list[str] = []
-    source = Path(report.file).read_text(encoding="utf-8")
+    path = Path(report.file)
+    source = decode_source(path, path.read_bytes())
     try:
         compile(source, report.file, "exec")
     except SyntaxError as exc:
