@@ -25,9 +25,16 @@ def test_unit_enabled_and_ran(host):
     service = host.service("nvidia-device-nodes")
     assert service.is_enabled
     assert host.run("systemctl is-active nvidia-device-nodes.service").stdout.strip() == "active"
-    # The stand-in nvidia-modprobe logs each call: the unit ran once, in order (idempotence re-ran nothing).
+    # The stand-in nvidia-modprobe logs each call: the unit ran at converge and once more after
+    # side_effect removed /dev/nvidia-uvm; idempotence ran nothing.
     log = host.file("/var/log/nvidia-modprobe-standin.log").content_string.splitlines()
-    assert log == ["-u -c=0"] + [f"-c={n}" for n in range(8)]
+    assert log == (["-u -c=0"] + [f"-c={n}" for n in range(8)]) * 2
+
+
+def test_uvm_node_made_by_the_unit(host):
+    uvm = host.file("/opt/fake-roots/8gpu/dev/nvidia-uvm")
+    assert uvm.exists
+    assert host.run("stat -c %t:%T /opt/fake-roots/8gpu/dev/nvidia-uvm").stdout.strip() == "1fe:0"  # 510:0
 
 
 def test_persistenced_enabled(host):
