@@ -1,0 +1,69 @@
+"""playbooks/gpu_host.yml refuses a node that does not match before it changes anything.
+
+This machine plays the Proxmox node with a fake root built from a GPU fixture; the files the
+role would write are pointed into tmp_path, and the test proves none of them appears.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run_playbook
+
+sys.path.insert(0, str(REPO / "tests"))
+from fake_nvidia_root import build  # noqa: E402
+
+GPU_FIXTURES = REPO / "tests" / "fixtures" / "gpu"
+INVENTORY = "[proxmox_hosts]\nlocalhost ansible_connection=local\n"
+
+
+def tree_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    for item in sorted(path.rglob("*")):
+        digest.update(str(item.relative_to(path)).encode())
+        if item.is_file() and not item.is_symlink():
+            digest.update(item.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("fixture", "extra", "needles"),
+    [
+        ("h200-1gpu", [],
+         ["Found 1 GPU(s) (nvidia-smi: 00000000:00:06.0), expected 8 (gpu_host_expected_gpus)", "nvidia-smi -L"]),
+        ("synthetic-7-of-8-gpus", [], ["Found 7 GPU(s)", "expected 8"]),
+        ("synthetic-blackwell-proprietary", [],
+         ["580.105.08 is proprietary; expected the open module", "nvidia-open"]),
+        ("synthetic-8gpu-imex-after-caps", ["-e", "gpu_host_min_driver=590.1"],
+         ["The loaded NVIDIA driver is 580.105.08; expected 590.1 or later"]),
+        ("synthetic-8gpu-imex-after-caps", ["-e", "gpu_host_expected_gpus=0"],
+         ["Invalid gpu_host input: expected_gpus=0 (expected 1-64)"]),
+        ("synthetic-8gpu-imex-after-caps", ["-e", "gpu_host_expected_gpus=eight"],
+         ["gpu_host_expected_gpus", "eight", "int"]),
+    ],
+)
+def test_refusal_changes_nothing(tmp_path, fixture, extra, needles):
+    root = tmp_path / "root"
+    build(GPU_FIXTURES / fixture, root)
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    before = tree_digest(root)
+    private = tmp_path / "runner"
+    private.mkdir()
+    csv = GPU_FIXTURES / fixture / "query-gpu.csv"
+    run = run_playbook(private, "gpu_host.yml", [
+        "-e", f"gpu_host_root={root}", "-e", f"gpu_host_nvidia_smi_csv={csv}",
+        "-e", "gpu_host_skip_proxmox_check_for_tests=true",
+        "-e", f"gpu_host_modules_load_file={etc}/modules-load.conf", "-e", f"gpu_host_unit_dir={etc}",
+        *extra,
+    ], inventory=INVENTORY)
+    assert run.status == "failed", run.stdout
+    assert run.changed == 0
+    message = " ".join(run.failures)
+    for needle in needles:
+        assert needle in message, message
+    assert list(etc.iterdir()) == []  # no modules-load file, no unit
+    assert tree_digest(root) == before
