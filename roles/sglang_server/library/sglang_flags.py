@@ -38,8 +38,15 @@ options:
         values (flags taking nargs only); anything else is one value.
     type: dict
     default: {}
+  env_flags:
+    description:
+      - Flags whose value systemd takes from the environment file at start, flag name
+        without dashes -> environment variable (C(api-key: SGLANG_SERVER_API_KEY)). Their
+        spelling is checked like I(flags); the value never passes through this module.
+    type: dict
+    default: {}
 author:
-  - sglang-autotune project
+  - sglang-deploy project
 """
 
 EXAMPLES = r"""
@@ -93,6 +100,12 @@ flag_count:
   description: How many flags the installed SGLang defines.
   returned: success
   type: int
+env_flags:
+  description: I(env_flags) in the installed release's spelling, as [flag, VARIABLE] pairs.
+  returned: success
+  type: list
+  elements: list
+  sample: [["--api-key", "SGLANG_SERVER_API_KEY"]]
 problems:
   description: Every problem found, one per entry.
   returned: failure
@@ -101,22 +114,30 @@ problems:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_locate import locate_package
+from ansible.module_utils.sglang_locate import (
+    LOCATE_ARGUMENT_SPEC,
+    LOCATE_REQUIRED_ONE_OF,
+    locate_package,
+)
 from ansible.module_utils.sglang_flags import (
     FlagError,
     extract_flags,
     resolve_profile,
 )
 
+
 def run(module: AnsibleModule) -> None:
     package_dir = locate_package(module, module.params["package_dir"], module.params["python"])
     if package_dir is None:
         module.exit_json(changed=False, not_installed=True, argv=[], command_line="", notes=[],
-                         version="not installed", flag_count=0,
+                         env_flags=[], version="not installed", flag_count=0,
                          msg="SGLang is not installed yet: check mode cannot validate the flags.")
     try:
         flags = extract_flags(package_dir)
         resolution = resolve_profile(flags, module.params["flags"] or {})
+        # The placeholder only proves the spelling; systemd supplies the value.
+        env_flags = [[resolve_profile(flags, {name: "from-environment"}).argv[0].split("=")[0],
+                      variable] for name, variable in (module.params["env_flags"] or {}).items()]
     except FlagError as exc:
         module.fail_json(msg=str(exc), problems=exc.problems, package_dir=package_dir,
                          changed=False)
@@ -127,6 +148,7 @@ def run(module: AnsibleModule) -> None:
         argv=resolution.argv,
         command_line=resolution.command_line,
         notes=resolution.notes,
+        env_flags=env_flags,
         flag_count=resolution.flag_count,
     )
 
@@ -134,11 +156,11 @@ def run(module: AnsibleModule) -> None:
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
-            package_dir=dict(type="path"),
-            python=dict(type="path"),
+            LOCATE_ARGUMENT_SPEC,
             flags=dict(type="dict", default={}),
+            env_flags=dict(type="dict", default={}),
         ),
-        required_one_of=[("package_dir", "python")],
+        required_one_of=LOCATE_REQUIRED_ONE_OF,
         supports_check_mode=True,
     )
     run(module)
