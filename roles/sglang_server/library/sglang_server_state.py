@@ -64,7 +64,7 @@ running:
   description: The unit is active or activating (not failed, not waiting to restart).
   returned: always
   type: bool
-invocation:
+invocation_id:
   description: systemd's InvocationID of the current start (journal field _SYSTEMD_INVOCATION_ID).
   returned: always
   type: str
@@ -134,7 +134,7 @@ def wait(module: AnsibleModule) -> None:
         now = show(module, name)
         failure = start_failure(first, now)
         if failure is None and answers(params["url"]):
-            module.exit_json(changed=False, running=True, invocation=now.invocation,
+            module.exit_json(changed=False, running=True, invocation_id=now.invocation,
                              unit_state=now.describe(), waited=round(time.monotonic() - began, 1))
         waited = time.monotonic() - began
         if failure is None and waited >= params["timeout"]:
@@ -144,7 +144,7 @@ def wait(module: AnsibleModule) -> None:
             text = journal(module, name, first.invocation or now.invocation, params["journal_lines"])
             module.fail_json(msg=f"{name}.service did not become ready: {failure}. Journal of this "
                              f"start (last {params['journal_lines']} lines):\n{text}",
-                             running=now.running, invocation=now.invocation,
+                             running=now.running, invocation_id=now.invocation,
                              unit_state=now.describe(), waited=round(waited, 1), journal=text)
         time.sleep(min(2.0, max(0.1, params["timeout"] - waited)))
 
@@ -158,7 +158,7 @@ def status(module: AnsibleModule) -> None:
             mtimes[path] = os.lstat(path).st_mtime
         except OSError:
             mtimes[path] = None
-    module.exit_json(changed=False, running=state.running, invocation=state.invocation,
+    module.exit_json(changed=False, running=state.running, invocation_id=state.invocation,
                      unit_state=state.describe(), stale=stale_paths(mtimes, started))
 
 
