@@ -135,3 +135,29 @@ def test_service_user(host):
 
 def test_old_readiness_probe_removed(host):
     assert not host.file("/usr/local/libexec/sglang-wait-ready").exists
+
+
+def test_api_key_never_in_play_output_or_diff(host):
+    """--check --diff with a rotated key: the env file would change, and neither key is shown."""
+    if after_side_effect(host):
+        return  # once is enough (about 30 s)
+    import os
+    import subprocess
+    from pathlib import Path
+
+    scenario = Path(__file__).resolve().parent.parent
+    repo = scenario.parent.parent
+    env = dict(os.environ, ANSIBLE_ROLES_PATH=str(repo / "roles"),
+               ANSIBLE_MODULE_UTILS=str(repo / "module_utils"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CONFIG=str(repo / "ansible.cfg"))
+    rotated = "sk-rotated-never-shown"
+    run = subprocess.run(
+        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(scenario / "check_diff.yml"),
+         "--check", "--diff", "-v", "-e", f"sglang_server_api_key={rotated}"],
+        env=env, capture_output=True, text=True, check=False)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output
+    assert "Write the environment file" in output
+    assert "censored" in output  # no_log hid the env file's task, diff included
+    for secret in (rotated, "sk-molecule", "hf_molecule_not_a_secret"):
+        assert secret not in output
