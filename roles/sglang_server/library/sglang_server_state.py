@@ -141,6 +141,7 @@ def wait(module: AnsibleModule) -> None:
             failure = (f"{params['url']} did not answer 200 within {params['timeout']} s "
                        f"(sglang_server_ready_timeout; {now.describe()})")
         if failure is not None:
+            time.sleep(1)  # let journald write the last lines of the process that just ended
             text = journal(module, name, first.invocation or now.invocation, params["journal_lines"])
             module.fail_json(msg=f"{name}.service did not become ready: {failure}. Journal of this "
                              f"start (last {params['journal_lines']} lines):\n{text}",
