@@ -14,7 +14,7 @@ description:
   - With I(wait), polls I(url) until it answers 200, for at most I(timeout) seconds,
     and fails as soon as systemd says the start failed (the process exited, the unit
     is restarting or failed). On failure the message names the unit's state and
-    carries the journal of this invocation. Skipped in check mode.
+    ends with the journal of this invocation. Skipped in check mode.
 options:
   name:
     description: The unit name without C(.service).
@@ -81,10 +81,6 @@ waited:
   description: Seconds waited for readiness.
   returned: with wait
   type: float
-journal:
-  description: The journal of this invocation (last journal_lines lines).
-  returned: on failure with wait
-  type: str
 """
 
 import os
@@ -146,7 +142,7 @@ def wait(module: AnsibleModule) -> None:
             module.fail_json(msg=f"{name}.service did not become ready: {failure}. Journal of this "
                              f"start (last {params['journal_lines']} lines):\n{text}",
                              running=now.running, invocation_id=now.invocation,
-                             unit_state=now.describe(), waited=round(waited, 1), journal=text)
+                             unit_state=now.describe(), waited=round(waited, 1))
         time.sleep(min(2.0, max(0.1, params["timeout"] - waited)))
 
 
