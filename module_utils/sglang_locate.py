@@ -60,3 +60,24 @@ def sglang_version(package_dir: Path) -> str:
             if match:
                 return match.group(1)
     return "unknown"
+
+
+# The options every module reading SGLang's source takes: a package directory,
+# or the interpreter of the virtualenv to find it from.
+LOCATE_ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
+    "package_dir": {"type": "path"},
+    "python": {"type": "path"},
+}
+LOCATE_REQUIRED_ONE_OF = [("package_dir", "python")]
+
+
+def package_dir_problem(package_dir: Path, required: tuple[str, ...]) -> Optional[str]:
+    """Why package_dir is not an SGLang package holding ``required`` (relative paths), or None."""
+    if not package_dir.is_dir():
+        return f"{package_dir} is not a directory."
+    missing = [rel for rel in required if not (package_dir / rel).exists()]
+    if missing:
+        found = sorted(p.name for p in package_dir.iterdir())[:10]
+        return (f"{package_dir} is not an SGLang package: expected {' and '.join(required)} in it, "
+                f"found {found}.")
+    return None

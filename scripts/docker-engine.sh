@@ -10,7 +10,7 @@ if ! command -v dockerd >/dev/null 2>&1; then
     echo "dockerd not found: install Debian's docker.io (scripts/dev.sh setup does)" >&2
     exit 1
 fi
-log=/var/log/dockerd-sglang-autotune.log
+log=/var/log/dockerd-sglang-deploy.log
 setsid dockerd >"$log" 2>&1 < /dev/null &
 for _ in $(seq 1 60); do
     if docker info >/dev/null 2>&1; then

@@ -80,3 +80,36 @@ def test_bad_flags_all_reported(tmp_path):
     message = " ".join(run.failures)
     assert "moe-runer-backend" in message and "moe-runner-backend" in message
     assert "nvfp5" in message and "modelopt_fp4" in message
+
+
+def test_unit_out_written_for_review_without_the_secret(tmp_path):
+    out = tmp_path / "review" / "sglang.service"
+    out.parent.mkdir()
+    extra = json.dumps({"sglang_server_unit_out": str(out), "sglang_server_api_key": "sk-never-shown",
+                        "sglang_server_served_model_name": "glm 100% $HOME"})
+    run = validate(tmp_path, "0.5.23", "-e", extra, "--diff", "-v")
+    assert run.status == "successful", run.stdout
+    text = out.read_text()
+    assert '"--served-model-name" "glm 100%% $$HOME"' in text
+    assert '"--api-key" ${SGLANG_SERVER_API_KEY}' in text
+    assert '"--dsa-prefill-backend" "trtllm"' in text
+    assert "sk-never-shown" not in text and "sk-never-shown" not in run.stdout
+    assert "--api-key ${SGLANG_SERVER_API_KEY}" in run.stdout
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"sglang_server_port": 70000}, "sglang_server_port must be a port number 1-65535, got 70000"),
+    ({"sglang_server_tp_size": 0}, "sglang_server_tp_size must be an integer >= 1, got 0"),
+    ({"sglang_server_host": "0.0.0.0 ::"}, "sglang_server_host must be one IP address or host name"),
+    ({"sglang_server_served_model_name": "glm-5\n"}, "contains the control character '\\n'"),
+    ({"sglang_server_environment": {"X": "a\nExecStartPre=/bin/sh"}},
+     "sglang_server_environment['X'] contains the control character"),
+    ({"sglang_server_extra_flags": {"api-key": "sk-in-a-flag"}}, "through sglang_server_api_key (Ansible Vault)"),
+])
+def test_bad_settings_refused_before_anything_is_written(tmp_path, extra, message):
+    out = tmp_path / "sglang.service"
+    run = validate(tmp_path, "0.5.12", "-e", json.dumps({**extra, "sglang_server_unit_out": str(out)}))
+    assert run.status == "failed"
+    assert message in " ".join(run.failures), run.failures
+    assert not out.exists()
+    assert "sk-in-a-flag" not in " ".join(run.failures)

@@ -1,10 +1,11 @@
-"""The install layout, the manifest and the unit in the container."""
+"""The install, the manifest, the unit and the stand-in server running under it."""
 
 from __future__ import annotations
 
 import json
 
-import pytest
+API_KEY = 'sk-molecule-$ecret%h"q'
+SERVED_NAME = "glm-5 100% $HOME ${HOME} \"q\" 'x' a\\b ;"
 
 
 def after_side_effect(host) -> bool:
@@ -13,6 +14,21 @@ def after_side_effect(host) -> bool:
 
 def current_manifest(host) -> dict:
     return json.loads(host.file("/opt/sglang/current/sglang-manifest.json").content_string)
+
+
+def journal(host, *match: str) -> str:
+    return host.check_output("journalctl --no-pager -o cat " + " ".join(match))
+
+
+def current_journal(host) -> str:
+    invocation = host.check_output("systemctl show sglang.service --property=InvocationID --value")
+    return journal(host, f"_SYSTEMD_INVOCATION_ID={invocation}")
+
+
+def standin_argv(text: str) -> list[str]:
+    lines = [line for line in text.splitlines() if "stand-in argv: " in line]
+    assert len(lines) == 1, text
+    return json.loads(lines[0].split("stand-in argv: ", 1)[1])
 
 
 def test_current_points_at_a_complete_012_install(host):
@@ -37,11 +53,13 @@ def test_kept_installs(host):
         assert len(names) == 1 and names[0].startswith("pypi-0.5.12-")
 
 
-def test_autotune_patch_applied_to_the_current_install(host):
+def test_autotune_gate_of_the_current_install(host):
     gate = "/opt/sglang/current/lib/python3.11/site-packages/sglang/srt/model_executor/model_runner.py"
     lines = host.file(gate).content_string.splitlines()
-    assert '            "flashinfer_cutlass",' in lines
-    assert '            # "flashinfer_cutlass",' not in lines
+    # Converge patches it; side_effect ends with the README's rollback (autotune=false).
+    enabled = not after_side_effect(host)
+    assert ('            "flashinfer_cutlass",' in lines) is enabled
+    assert ('            # "flashinfer_cutlass",' in lines) is not enabled
 
 
 def test_unit_carries_the_validated_flags(host):
@@ -49,31 +67,65 @@ def test_unit_carries_the_validated_flags(host):
     assert unit.mode == 0o644
     text = unit.content_string
     assert "ExecStart=/opt/sglang/current/bin/python -m sglang.launch_server" in text
-    for flag in ("--tp-size 8", "--quantization modelopt_fp4", "--moe-runner-backend flashinfer_cutlass",
-                 "--max-running-requests 1024", "--disable-cuda-graph", "--disable-radix-cache",
-                 "--nsa-prefill-backend trtllm", "--nsa-decode-backend trtllm"):
-        assert flag in " ".join(text.replace("\\\n", " ").split()), flag
-    assert "User=sglang" in text
-    assert "LimitMEMLOCK=infinity" in text and "LimitNOFILE=" in text
-    assert "TimeoutStartSec=5400" in text
+    flat = " ".join(text.replace("\\\n", " ").split())
+    for flag in ('"--tp-size" "8"', '"--quantization" "modelopt_fp4"',
+                 '"--moe-runner-backend" "flashinfer_cutlass"', '"--disable-cuda-graph"',
+                 '"--nsa-prefill-backend" "trtllm"', '"--api-key" ${SGLANG_SERVER_API_KEY}'):
+        assert flag in flat, flag
+    # systemd escaping: % and $ doubled, quotes and backslashes C-escaped.
+    assert r'"glm-5 100%% $$HOME $${HOME} \"q\" ' + "'x' a\\\\b ;\"" in flat
+    assert "User=sglang" in text and "Group=sglang" in text
+    assert "ExecStartPost" not in text
     assert "Restart=on-failure" in text and "StartLimitBurst=" in text
     assert "EnvironmentFile=/etc/sglang/sglang.env" in text
+    assert "sk-molecule" not in text
 
 
-def test_unit_verifies_and_is_enabled_but_stopped(host):
+def test_unit_verifies_and_runs(host):
     verify = host.run("systemd-analyze verify /etc/systemd/system/sglang.service")
     assert verify.rc == 0, verify.stderr
     assert "sglang.service" not in verify.stderr, verify.stderr
     service = host.service("sglang")
     assert service.is_enabled
-    assert not service.is_running
+    assert service.is_running
 
 
-def test_environment_file_is_private(host):
+def test_environment_file_is_private_and_in_systemd_syntax(host):
     env = host.file("/etc/sglang/sglang.env")
     assert (env.user, env.group, env.mode) == ("root", "root", 0o600)
-    assert "HF_TOKEN=hf_molecule_not_a_secret" in env.content_string
-    assert "NCCL_IB_DISABLE=1" in env.content_string
+    text = env.content_string
+    assert 'HF_TOKEN="hf_molecule_not_a_secret"' in text
+    assert 'SGLANG_SERVER_API_KEY="sk-molecule-\\$ecret%h\\"q"' in text
+    assert 'NCCL_IB_DISABLE="1"' in text
+
+
+def test_server_got_every_argument_verbatim(host):
+    argv = standin_argv(current_journal(host))
+    assert argv[argv.index("--served-model-name") + 1] == SERVED_NAME
+    assert argv[argv.index("--api-key") + 1] == "<redacted>"
+
+
+def test_api_key_reaches_the_server(host):
+    url = "http://127.0.0.1:30000/v1/models"
+    probe = ("import sys, urllib.request as u\n"
+             "r = u.Request(sys.argv[1], headers={'Authorization': 'Bearer ' + sys.argv[2]} if sys.argv[2] else {})\n"
+             "try:\n    print(u.urlopen(r).status)\nexcept Exception as e:\n    print(getattr(e, 'code', e))\n")
+    with_key = host.run("python3 -c %s %s %s", probe, url, API_KEY)
+    without = host.run("python3 -c %s %s %s", probe, url, "")
+    assert with_key.stdout.strip() == "200", with_key
+    assert without.stdout.strip() == "401", without
+
+
+def test_one_start_per_deploy(host):
+    starts = journal(host, "-u", "sglang.service").count("stand-in launch_server: SGLang")
+    if not after_side_effect(host):
+        # converge started it once; the idempotence run started nothing.
+        assert starts == 1
+    current = current_journal(host)
+    assert "The server is fired up and ready to roll!" in current
+    running = current.count("Running FlashInfer autotune")
+    completed = current.count("FlashInfer autotune completed.")
+    assert (running, completed) == ((0, 0) if after_side_effect(host) else (8, 8))
 
 
 def test_service_user(host):
@@ -81,8 +133,31 @@ def test_service_user(host):
     assert user.exists and user.shell == "/usr/sbin/nologin"
 
 
-@pytest.mark.parametrize("path", ["/usr/local/libexec/sglang-wait-ready"])
-def test_readiness_probe_installed(host, path):
-    probe = host.file(path)
-    assert probe.mode == 0o755
-    host.run_expect([0], f"/usr/bin/python3 -m py_compile {path}")
+def test_old_readiness_probe_removed(host):
+    assert not host.file("/usr/local/libexec/sglang-wait-ready").exists
+
+
+def test_api_key_never_in_play_output_or_diff(host):
+    """--check --diff with a rotated key: the env file would change, and neither key is shown."""
+    if after_side_effect(host):
+        return  # once is enough (about 30 s)
+    import os
+    import subprocess
+    from pathlib import Path
+
+    scenario = Path(__file__).resolve().parent.parent
+    repo = scenario.parent.parent
+    env = dict(os.environ, ANSIBLE_ROLES_PATH=str(repo / "roles"),
+               ANSIBLE_MODULE_UTILS=str(repo / "module_utils"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CONFIG=str(repo / "ansible.cfg"))
+    rotated = "sk-rotated-never-shown"
+    run = subprocess.run(
+        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(scenario / "check_diff.yml"),
+         "--check", "--diff", "-v", "-e", f"sglang_server_api_key={rotated}"],
+        env=env, capture_output=True, text=True, check=False)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output
+    assert "Write the environment file" in output
+    assert "censored" in output  # no_log hid the env file's task, diff included
+    for secret in (rotated, "sk-molecule", "hf_molecule_not_a_secret"):
+        assert secret not in output

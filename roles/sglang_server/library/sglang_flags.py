@@ -38,8 +38,24 @@ options:
         values (flags taking nargs only); anything else is one value.
     type: dict
     default: {}
+  env_flags:
+    description:
+      - Flags whose value systemd takes from the environment file at start, flag name
+        without dashes -> environment variable (C(api-key: SGLANG_SERVER_API_KEY)). Their
+        spelling is checked like I(flags); the value never passes through this module.
+    type: dict
+    default: {}
+  runtime_check:
+    description:
+      - Also parse the effective argv with SGLang's own argument parser, run by I(python)
+        (needs SGLang's dependencies there; no GPU). The two checks must agree; where the
+        static reader cannot read the layout, SGLang's parser decides, with a warning.
+      - Not done in check mode or with I(package_dir); where SGLang cannot be imported
+        (CI, --no-deps installs) the static reader decides, with a note.
+    type: bool
+    default: true
 author:
-  - sglang-autotune project
+  - sglang-deploy project
 """
 
 EXAMPLES = r"""
@@ -93,6 +109,16 @@ flag_count:
   description: How many flags the installed SGLang defines.
   returned: success
   type: int
+env_flags:
+  description: I(env_flags) in the installed release's spelling, as [flag, VARIABLE] pairs.
+  returned: success
+  type: list
+  elements: list
+  sample: [["--api-key", "SGLANG_SERVER_API_KEY"]]
+runtime_parser:
+  description: What SGLang's own parser said - agrees, not available, or not asked.
+  returned: success
+  type: str
 problems:
   description: Every problem found, one per entry.
   returned: failure
@@ -100,45 +126,108 @@ problems:
   elements: str
 """
 
+import json
+import shlex
+from pathlib import Path
+from typing import Optional
+
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_locate import locate_package
+from ansible.module_utils.sglang_locate import (
+    LOCATE_ARGUMENT_SPEC,
+    LOCATE_REQUIRED_ONE_OF,
+    locate_package,
+    sglang_version,
+)
 from ansible.module_utils.sglang_flags import (
     FlagError,
     extract_flags,
     resolve_profile,
 )
+from ansible.module_utils.sglang_runtime_args import (
+    RUNTIME_CHECK,
+    RuntimeAnswer,
+    Verdict,
+    decide,
+    naive_argv,
+    parse_answer,
+)
+
+
+def runtime_answer(module: AnsibleModule, argv: list[str]) -> Optional[RuntimeAnswer]:
+    """SGLang's own parser on argv, where it may run; None where it is not asked."""
+    params = module.params
+    if not params["runtime_check"] or params["package_dir"] or module.check_mode:
+        return None
+    rc, out, err = module.run_command([params["python"], "-c", RUNTIME_CHECK, json.dumps(argv)])
+    return parse_answer(rc, out, err)
+
 
 def run(module: AnsibleModule) -> None:
-    package_dir = locate_package(module, module.params["package_dir"], module.params["python"])
+    params = module.params
+    package_dir = locate_package(module, params["package_dir"], params["python"])
     if package_dir is None:
         module.exit_json(changed=False, not_installed=True, argv=[], command_line="", notes=[],
-                         version="not installed", flag_count=0,
+                         env_flags=[], version="not installed", flag_count=0,
                          msg="SGLang is not installed yet: check mode cannot validate the flags.")
+    flags = params["flags"] or {}
+    table = None
+    resolution = None
+    static_error: Optional[FlagError] = None
     try:
-        flags = extract_flags(package_dir)
-        resolution = resolve_profile(flags, module.params["flags"] or {})
+        table = extract_flags(package_dir)
+        resolution = resolve_profile(table, flags)
     except FlagError as exc:
-        module.fail_json(msg=str(exc), problems=exc.problems, package_dir=package_dir,
-                         changed=False)
+        static_error = exc
+    env_flags = []
+    for name, variable in (params["env_flags"] or {}).items():
+        spelled = f"--{name}"
+        if table is not None:
+            try:  # the placeholder only proves the spelling; systemd supplies the value
+                spelled = resolve_profile(table, {name: "from-environment"}).argv[0].split("=")[0]
+            except FlagError as exc:
+                static_error = static_error or exc
+        env_flags.append([spelled, variable])
+
+    fallback = naive_argv(flags)
+    runtime = runtime_answer(module, (resolution.argv if resolution else fallback)
+                             + [item for flag, _ in env_flags for item in (flag, "from-environment")])
+    if runtime is None:  # check mode, a bare package directory, or runtime_check=false
+        if static_error is not None:
+            module.fail_json(msg=str(static_error), problems=static_error.problems,
+                             package_dir=package_dir, changed=False)
+        verdict = Verdict(resolution.argv, [])
+    else:
+        verdict = decide(resolution.argv if resolution and static_error is None else None,
+                         str(static_error) if static_error else None, table is None, runtime, fallback)
+        if verdict.problems:
+            problems = (static_error.problems if static_error is not None and not runtime.available
+                        else verdict.problems)
+            module.fail_json(msg="\n".join(verdict.problems), problems=problems,
+                             package_dir=package_dir, changed=False)
+    argv = verdict.argv or []
     module.exit_json(
         changed=False,
         package_dir=package_dir,
-        version=resolution.version,
-        argv=resolution.argv,
-        command_line=resolution.command_line,
-        notes=resolution.notes,
-        flag_count=resolution.flag_count,
+        version=table.version if table is not None else sglang_version(Path(package_dir)),
+        argv=argv,
+        command_line=shlex.join(argv),
+        notes=(resolution.notes if resolution else []) + verdict.notes,
+        env_flags=env_flags,
+        flag_count=len(table) if table is not None else 0,
+        runtime_parser=("not asked" if runtime is None else "not available" if not runtime.available
+                        else "decided" if table is None else "agrees"),
     )
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
-            package_dir=dict(type="path"),
-            python=dict(type="path"),
+            LOCATE_ARGUMENT_SPEC,
             flags=dict(type="dict", default={}),
+            env_flags=dict(type="dict", default={}),
+            runtime_check=dict(type="bool", default=True),
         ),
-        required_one_of=[("package_dir", "python")],
+        required_one_of=LOCATE_REQUIRED_ONE_OF,
         supports_check_mode=True,
     )
     run(module)

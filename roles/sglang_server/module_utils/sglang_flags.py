@@ -38,14 +38,14 @@ import ast
 import difflib
 import re
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 try:
-    from ansible.module_utils.sglang_locate import sglang_version
+    from ansible.module_utils.sglang_locate import package_dir_problem, sglang_version
 except ImportError:  # pytest imports this file outside Ansible
-    from sglang_locate import sglang_version
+    from sglang_locate import package_dir_problem, sglang_version
 
 # Known renames between releases, both directions: the profile may use either
 # spelling and gets the one the installed release accepts. Only 1:1 renames
@@ -129,20 +129,19 @@ class FlagSpec:
     def multiple(self) -> bool:
         return self.nargs in ("+", "*") or (isinstance(self.nargs, int) and self.nargs > 1)
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-
-@dataclass
 class FlagTable(dict):
-    """dict[str, FlagSpec] that also knows which SGLang it was read from."""
+    """dict[str, FlagSpec] that also knows which SGLang it was read from.
+
+    A plain dict subclass (not a dataclass: a dataclass without fields would
+    make every two tables compare equal); equality is the dict's.
+    """
 
     def __init__(self, *args: Any, version: str = "unknown", package_dir: str = "",
-                 missing_modules: Iterable[str] = (), **kwargs: Any) -> None:
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.version = version
         self.package_dir = package_dir
-        self.missing_modules = sorted(missing_modules)
 
 
 @dataclass
@@ -158,9 +157,6 @@ class Resolution:
     def command_line(self) -> str:
         return shlex.join(self.argv)
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 # --------------------------------------------------------------------------
 # Locating the package and its version
@@ -168,16 +164,10 @@ class Resolution:
 
 
 def _check_package_dir(package_dir: Path) -> Path:
-    if not package_dir.is_dir():
-        raise FlagError(f"{package_dir} is not a directory. {HINT}")
-    server_args = package_dir / "srt" / "server_args.py"
-    if not (package_dir / "__init__.py").is_file() or not server_args.is_file():
-        found = sorted(p.name for p in package_dir.iterdir())[:10]
-        raise FlagError(
-            f"{package_dir} is not an SGLang package: expected __init__.py and "
-            f"srt/server_args.py in it, found {found}. {HINT}"
-        )
-    return server_args
+    problem = package_dir_problem(package_dir, ("__init__.py", "srt/server_args.py"))
+    if problem:
+        raise FlagError(f"{problem} {HINT}")
+    return package_dir / "srt" / "server_args.py"
 
 
 # --------------------------------------------------------------------------
@@ -236,7 +226,6 @@ class _Source:
     def __init__(self, package_dir: Path) -> None:
         self.package_dir = package_dir
         self.modules: dict[str, Optional[_Module]] = {}
-        self.missing: set[str] = set()
 
     def module(self, name: str) -> Optional[_Module]:
         if name in self.modules:
@@ -250,8 +239,6 @@ class _Source:
                 if path.is_file():
                     mod = self._parse(name, path)
                     break
-            else:
-                self.missing.add(name)
         self.modules[name] = mod
         return mod
 
@@ -802,8 +789,7 @@ class _Extractor:
 def extract_flags(package_dir: str | Path) -> FlagTable:
     """Every flag the installed SGLang's server parser defines, by canonical name.
 
-    The result is a dict[str, FlagSpec] with .version, .package_dir and
-    .missing_modules (sglang modules referenced by a choice list but absent).
+    The result is a dict[str, FlagSpec] with .version and .package_dir.
     Raises FlagError when package_dir is not an SGLang package or its layout is
     not one this checker understands.
     """
@@ -811,8 +797,7 @@ def extract_flags(package_dir: str | Path) -> FlagTable:
     server_args = _check_package_dir(package_dir)
     extractor = _Extractor(package_dir)
     flags = extractor.run(server_args)
-    return FlagTable(flags, version=sglang_version(package_dir), package_dir=str(package_dir),
-                     missing_modules=extractor.source.missing)
+    return FlagTable(flags, version=sglang_version(package_dir), package_dir=str(package_dir))
 
 
 # --------------------------------------------------------------------------
@@ -1013,8 +998,3 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def check_profile(package_dir: str | Path, profile: dict[str, Any]) -> Resolution:
-    """extract_flags + resolve_profile for one installed SGLang."""
-    return resolve_profile(extract_flags(package_dir), profile)
