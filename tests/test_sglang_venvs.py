@@ -306,3 +306,10 @@ def test_pruning_a_venv_keeps_the_shared_uv_cache_and_the_other_venv(tmp_path):
                           capture_output=True, text=True, check=True)
     assert "Prepared" not in done.stderr, done.stderr
     assert (venv / member).stat().st_ino == (new / member).stat().st_ino
+
+
+def test_missing_debs_reads_dpkg_query_output():
+    out = ("python3 install ok installed\npython3-venv deinstall ok config-files\n"
+           "python3-packaging:all install ok installed\n")
+    assert sv.missing_debs(out, ["python3", "python3-venv", "python3-packaging"]) == ["python3-venv"]
+    assert sv.missing_debs("", ["python3"]) == ["python3"]

@@ -53,6 +53,13 @@ options:
         C(user), C(group), C(home), C(shell), C(groups) (supplementary) and C(dirs)
         (root-owned 0755 directories).
     type: dict
+  debs:
+    description:
+      - Debian packages the install needs; their absence is reported in I(debs_missing)
+        (read with C(dpkg-query), so that a host that has them needs no C(apt-get update)).
+    type: list
+    elements: str
+    default: []
   inspect:
     description: A virtualenv path to inspect.
     type: path
@@ -123,6 +130,10 @@ system_drift:
   description: How the host differs from I(system); empty when it matches.
   returned: when system is given
   type: list
+debs_missing:
+  description: Packages of I(debs) that are not installed (all of them where dpkg-query is absent).
+  returned: when debs is given
+  type: list
 uv_version:
   description: Version of C(ROOT/tools/uv/bin/uv), or an empty string when absent or broken.
   returned: always
@@ -166,6 +177,7 @@ from ansible.module_utils.sglang_venvs import (
     describe,
     install_steps,
     kept_names,
+    missing_debs,
     plan_install,
     prune_list,
     scan,
@@ -247,6 +259,7 @@ def main() -> None:
             rollback_to=dict(type="str", default=""),
             keep=dict(type="int", default=2),
             system=dict(type="dict"),
+            debs=dict(type="list", elements="str", default=[]),
             inspect=dict(type="path"),
             installer=dict(type="str", choices=["uv", "pip"], default="pip"),
             packages=dict(
@@ -276,6 +289,12 @@ def main() -> None:
         result["system_drift"] = system_drift(
             want["user"], want["group"], want["home"], want["shell"], list(want.get("groups", [])),
             list(want.get("dirs", [])))
+    if params["debs"]:
+        dpkg_query = module.get_bin_path("dpkg-query")
+        out = ""
+        if dpkg_query:
+            _, out, _ = module.run_command([dpkg_query, "-W", "-f", "${Package} ${Status}\n", *params["debs"]])
+        result["debs_missing"] = missing_debs(out, params["debs"])
     if params["request"]:
         try:
             result["action"], result["switch_to"] = plan_install(

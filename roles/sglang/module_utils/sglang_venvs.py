@@ -258,6 +258,16 @@ def tool_version(text: str) -> str:
     return match.group(1) if match else ""
 
 
+def missing_debs(dpkg_query_output: str, wanted: list[str]) -> list[str]:
+    """Packages of `wanted` that `dpkg-query -W -f '${Package} ${Status}\\n'` does not show installed."""
+    installed = set()
+    for line in dpkg_query_output.splitlines():
+        name, _, status = line.partition(" ")
+        if status.strip() == "install ok installed":
+            installed.add(name.split(":")[0])
+    return [name for name in wanted if name not in installed]
+
+
 _UV_CHATTER = re.compile(r"^(Using Python .* environment at|Checked \d+ packages? in|Found \d+ incompatibilit)")
 
 
