@@ -274,7 +274,7 @@ def test_pruning_a_venv_keeps_the_shared_uv_cache_and_the_other_venv(tmp_path):
         venv = root / "venvs" / name
         subprocess.run([str(uv), "venv", "--python", sys.executable, "--no-python-downloads", str(venv)],
                        check=True, capture_output=True)
-        argv = sv.uv_argv(str(uv), str(root), str(venv))
+        argv = [str(uv), *sv.uv_argv(str(root))[1:], "--python", f"{venv}/bin/python"]
         argv.remove("--compile-bytecode")  # seconds of CPU; not what this test is about
         done = subprocess.run([*argv, "--no-deps", "--no-index", "--find-links", str(wheels), *extra,
                                "sglang==0.5.12"], check=True, capture_output=True, text=True)
@@ -300,7 +300,7 @@ def test_pruning_a_venv_keeps_the_shared_uv_cache_and_the_other_venv(tmp_path):
     # The cache still serves the next install: nothing unpacked again, the same files linked.
     venv = root / "venvs" / "d-2026"
     subprocess.run([str(uv), "venv", "--python", sys.executable, str(venv)], check=True, capture_output=True)
-    argv = sv.uv_argv(str(uv), str(root), str(venv))
+    argv = [str(uv), *sv.uv_argv(str(root))[1:], "--python", f"{venv}/bin/python"]
     argv.remove("--compile-bytecode")
     done = subprocess.run([*argv, "--no-deps", "--no-index", "--find-links", str(wheels), "sglang==0.5.12"],
                           capture_output=True, text=True, check=True)
@@ -313,3 +313,9 @@ def test_missing_debs_reads_dpkg_query_output():
            "python3-packaging:all install ok installed\n")
     assert sv.missing_debs(out, ["python3", "python3-venv", "python3-packaging"]) == ["python3-venv"]
     assert sv.missing_debs("", ["python3"]) == ["python3"]
+
+
+def test_uv_command_uses_the_roots_cache_hardlinks_and_compiles():
+    assert sv.uv_argv("/opt/sglang") == [
+        "/opt/sglang/tools/uv/bin/uv", "pip", "install", "--cache-dir", "/opt/sglang/cache/uv",
+        "--link-mode", "hardlink", "--compile-bytecode"]

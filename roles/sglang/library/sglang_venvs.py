@@ -112,6 +112,10 @@ prune:
   description: Paths of virtualenvs to delete (as things are now).
   returned: always
   type: list
+uv_command:
+  description: The C(uv pip install) command line before C(--python VENV/bin/python), the step's args and packages.
+  returned: when request is given
+  type: list
 kept:
   description: Names of the complete installs that stay after pruning, oldest first.
   returned: always
@@ -183,6 +187,7 @@ from ansible.module_utils.sglang_venvs import (
     scan,
     system_drift,
     tool_version,
+    uv_argv,
 )
 
 # SGLang's own pins worth recording next to what was installed.
@@ -300,6 +305,7 @@ def main() -> None:
             result["action"], result["switch_to"] = plan_install(
                 venvs, current, params["request"], params["upgrade"], params["rollback"], params["rollback_to"])
             result["steps"] = install_steps(params["request"], params["upgrade"])
+            result["uv_command"] = uv_argv(params["root"])
         except VenvError as exc:
             module.fail_json(msg=str(exc), **result)
         except KeyError as exc:

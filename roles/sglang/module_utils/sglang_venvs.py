@@ -246,9 +246,9 @@ def install_steps(request: dict[str, Any], upgrade: bool = False) -> list[dict[s
     return steps
 
 
-def uv_argv(uv: str, root: str, venv: str) -> list[str]:
-    """`uv pip install` into venv from the root's one cache, hardlinked, bytecode compiled."""
-    return [uv, "pip", "install", "--python", f"{venv}/bin/python", "--cache-dir", f"{root}/{UV_CACHE}",
+def uv_argv(root: str) -> list[str]:
+    """`uv pip install` from the root's one cache, hardlinked, bytecode compiled (add --python VENV/bin/python)."""
+    return [f"{root}/{UV_TOOL}/bin/uv", "pip", "install", "--cache-dir", f"{root}/{UV_CACHE}",
             "--link-mode", "hardlink", "--compile-bytecode"]
 
 
