@@ -9,17 +9,27 @@ Layout under a root (default /opt/sglang):
 A virtualenv without a manifest is an install that never finished: it is never
 a rollback target and is pruned. All decisions live here so that tests can
 call them directly; the role only acts on them.
+
+Installs go through uv (default) or pip. With uv, every virtualenv is filled
+from one cache under the root (same filesystem, so files are hardlinked):
+pruning removes virtualenvs, never the cache.
 """
 
 from __future__ import annotations
 
+import grp
 import json
 import os
+import pwd
+import re
+import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 MANIFEST = "sglang-manifest.json"
+UV_CACHE = "cache/uv"
+UV_TOOL = "tools/uv"
 
 
 class VenvError(Exception):
@@ -145,3 +155,168 @@ def describe(venvs: list[Venv], current: Optional[str]) -> list[dict[str, Any]]:
         dict(asdict(v), complete=v.complete, current=v.name == current, installed_at=v.installed_at)
         for v in venvs
     ]
+
+
+def after_plan(venvs: list[Venv], current: Optional[str], action: str, switch_to: str, keep: int) -> dict[str, Any]:
+    """Current install and prune list once a planned rollback, reuse or no-op is done.
+
+    For "install" the new virtualenv does not exist yet: the role scans again after it.
+    """
+    target = switch_to if action in ("rollback", "reuse", "none") and switch_to else current
+    venv = next((v for v in venvs if v.name == target), None)
+    prune = prune_list(venvs, target, keep)
+    return {
+        "current": target or "",
+        "current_manifest": venv.manifest if venv else {},
+        "prune": prune,
+        "kept": kept_names(venvs, prune),
+    }
+
+
+def kept_names(venvs: list[Venv], prune: list[str]) -> list[str]:
+    """Complete installs that stay after pruning, oldest first."""
+    return [v.name for v in venvs if v.complete and v.path not in prune]
+
+
+def _split(args: str) -> list[str]:
+    return args.split()
+
+
+def install_steps(request: dict[str, Any], upgrade: bool = False) -> list[dict[str, Any]]:
+    """The install commands for a request: [{"name", "packages", "args"}], in order.
+
+    `args` are the installer's options after `pip install` / `uv pip install`:
+    pip and uv share the index options; uv adds what SGLang's install guide gives
+    for it (--prerelease=allow, --index-strategy unsafe-best-match, so that an extra
+    index is weighed against PyPI as pip does) and refreshes SGLang's index data on
+    an upgrade so that a new nightly is seen.
+    """
+    uv = request.get("installer", "pip") == "uv"
+    indexes = request.get("indexes", {})
+    extra = _split(request.get("extra_args", ""))
+    heavy = bool(request.get("heavy_dependencies"))
+    pre = ["--prerelease=allow"] if uv else ["--pre"]
+    best_match = ["--index-strategy", "unsafe-best-match"] if uv else []
+    steps: list[dict[str, Any]] = []
+
+    if heavy:
+        torch = request.get("torch") or ""
+        steps.append({
+            "name": "torch from PyTorch's CUDA 13 index",
+            "packages": [f"torch=={torch}" if torch else "torch"],
+            "args": ["--index-url", indexes["torch"], *extra],
+        })
+
+    source = request["source"]
+    if source == "pypi":
+        spec = f"sglang=={request['version']}" if request.get("version") else "sglang"
+    elif source == "nightly":
+        spec = "sglang"
+    else:
+        url, _, ref = request["git"].rpartition("@")
+        spec = f"git+{url}@{ref}#subdirectory=python"
+    args: list[str] = [] if heavy else ["--no-deps"]
+    extra_indexes: list[str] = []
+    if source == "nightly":
+        args += pre
+        extra_indexes.append(indexes["nightly"])
+    if heavy:
+        extra_indexes.append(indexes["torch"])
+    for url in extra_indexes:
+        args += ["--extra-index-url", url]
+    if extra_indexes:
+        args += best_match
+    if upgrade:
+        args.append("--upgrade")
+        if uv:
+            args += ["--refresh-package", "sglang"]
+    steps.append({"name": "SGLang", "packages": [spec], "args": args + extra})
+
+    flashinfer = request.get("flashinfer") or ""
+    if heavy and flashinfer:
+        args = ["--no-deps", "--extra-index-url", indexes["flashinfer"]]
+        if indexes.get("flashinfer_nightly"):
+            args += [*pre, "--extra-index-url", indexes["flashinfer_nightly"]]
+        steps.append({
+            "name": "the three FlashInfer packages at one version",
+            "packages": [f"{name}=={flashinfer}" for name in
+                         ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache")],
+            "args": [*args, *best_match, *extra],
+        })
+    return steps
+
+
+def uv_argv(root: str) -> list[str]:
+    """`uv pip install` from the root's one cache, hardlinked, bytecode compiled (add --python VENV/bin/python)."""
+    return [f"{root}/{UV_TOOL}/bin/uv", "pip", "install", "--cache-dir", f"{root}/{UV_CACHE}",
+            "--link-mode", "hardlink", "--compile-bytecode"]
+
+
+def tool_version(text: str) -> str:
+    """The version in `uv --version` ("uv 0.13.9 (...)") or `pip --version` ("pip 23.0.1 from ...")."""
+    match = re.match(r"\s*\S+\s+([0-9][^\s]*)", text)
+    return match.group(1) if match else ""
+
+
+def missing_debs(dpkg_query_output: str, wanted: list[str]) -> list[str]:
+    """Packages of `wanted` that `dpkg-query -W -f '${Package} ${Status}\\n'` does not show installed."""
+    installed = set()
+    for line in dpkg_query_output.splitlines():
+        name, _, status = line.partition(" ")
+        if status.strip() == "install ok installed":
+            installed.add(name.split(":")[0])
+    return [name for name in wanted if name not in installed]
+
+
+_UV_CHATTER = re.compile(r"^(Using Python .* environment at|Checked \d+ packages? in|Found \d+ incompatibilit)")
+
+
+def check_problems(output: str) -> str:
+    """The problem lines of `pip check` / `uv pip check`, without uv's progress lines."""
+    return "\n".join(line for line in output.strip().splitlines() if not _UV_CHATTER.match(line))
+
+
+def system_drift(user: str, group: str, home: str, shell: str, groups: list[str],
+                 dirs: list[str]) -> list[str]:
+    """What differs from: group, system user with that home, shell and groups, root-owned 0755 dirs.
+
+    Read-only; an empty list means the role's user, group and directory tasks have nothing to do.
+    """
+    drift: list[str] = []
+    try:
+        gid = grp.getgrnam(group).gr_gid
+    except KeyError:
+        drift.append(f"group {group} missing")
+        gid = None
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        drift.append(f"user {user} missing")
+        entry = None
+    if entry is not None:
+        if gid is not None and entry.pw_gid != gid:
+            drift.append(f"user {user}'s primary group is not {group}")
+        if entry.pw_dir != home:
+            drift.append(f"user {user}'s home is {entry.pw_dir}, not {home}")
+        if entry.pw_shell != shell:
+            drift.append(f"user {user}'s shell is {entry.pw_shell}, not {shell}")
+        if not os.path.isdir(home):
+            drift.append(f"{home} missing")
+        for name in groups:
+            try:
+                member = grp.getgrnam(name)
+            except KeyError:
+                drift.append(f"group {name} missing")
+                continue
+            if user not in member.gr_mem and entry.pw_gid != member.gr_gid:
+                drift.append(f"user {user} not in group {name}")
+    for path in dirs:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            drift.append(f"{path} missing")
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_gid != 0 \
+                or stat.S_IMODE(info.st_mode) != 0o755:
+            drift.append(f"{path} is not a root-owned 0755 directory")
+    return drift
