@@ -52,7 +52,7 @@ options:
     type: str
     default: ""
 author:
-  - sglang-autotune project
+  - sglang-deploy project
 """
 
 EXAMPLES = r"""

@@ -67,8 +67,6 @@ DISABLE_REGEXP = r'^([ \t]*)("flashinfer_cutlass",)[ \t]*$'
 DISABLE_LINES = (r"\1# \2", r"\1#\2")
 DISABLE_LINE_DEFAULT = DISABLE_LINES[0]
 
-STATES = ("commented", "enabled", "absent")
-ACTIONS = ("enable", "disable", "none")
 
 FIX_HINT = (
     "Reinstall SGLang so the file is as shipped, or point sglang_autotune_package_dir "
