@@ -14,11 +14,13 @@ target and prints medians and ratios in one table:
   fleet     N Docker demo targets (sglang-bench-1..N) converged from scratch by one
             site.yml: wall(N)/wall(1). The containers are removed afterwards.
 
-  scripts/bench-deploy.py                                  # the Docker demo target, quick
+  scripts/bench-deploy.py                                  # the demo target (LXC sglang-demo), quick
   scripts/bench-deploy.py --repeat 5 --fleet 1,2,4,8 --full
   scripts/bench-deploy.py -i inventory/lxc --target ct101 --prepare ''   # another target
 
-Run it from the project's virtualenv, under the shared lock when others use Docker here:
+The figures in the README were measured on the Docker demo target of the time (the demo moved to
+a real LXC container later). Run it from the project's virtualenv, under the shared lock when
+others use Docker here:
   flock /tmp/molecule.lock .venv/bin/python scripts/bench-deploy.py
 """
 
@@ -280,7 +282,7 @@ def bench_fleet(r: Runner, rows: list) -> None:
             for size in sizes:
                 names = start_fleet(r.args.fleet_image, size)
                 inventory = str(fleet_inventory(r, names))
-                r.play(REPO / "playbooks" / "demo_target.yml", inventory=inventory)
+                r.play(REPO / "playbooks" / "demo_wheels.yml", inventory=inventory)
                 wall, _ = r.play(REPO / "site.yml", inventory=inventory)
                 times[size].append(wall)
                 log(f"round {round_ + 1}: fleet of {size}: {wall:.2f} s")

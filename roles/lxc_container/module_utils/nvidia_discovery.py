@@ -1,0 +1,1 @@
+../../gpu_host/module_utils/nvidia_discovery.py
