@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import subprocess
@@ -85,6 +86,25 @@ def sglang_tree(tmp_path: Path):
 
     return make
 
+
+
+def tree_digest(*roots: Path) -> dict[str, str]:
+    """Each root and everything under it: sha256 of files, the kind of the rest, absent roots too.
+
+    Tests compare it before and after a refused run: nothing may appear, go or change.
+    """
+    out: dict[str, str] = {}
+    for root in roots:
+        for path in [root, *sorted(root.rglob("*"))] if root.is_dir() else [root]:
+            if path.is_symlink():
+                out[str(path)] = "link:" + os.readlink(path)
+            elif path.is_file():
+                out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+            elif path.is_dir():
+                out[str(path)] = "dir"
+            else:
+                out[str(path)] = "special" if path.exists() else "absent"
+    return out
 
 @dataclass
 class Run:

@@ -26,6 +26,7 @@ from conftest import (
     UPSTREAM,
     Run,
     run_playbook,
+    tree_digest,
     unpack_sglang,
     wheel_member,
 )
@@ -197,18 +198,6 @@ def run_hosts(private: Path, hosts: dict[str, dict], *extra: str, check: bool = 
     for host, count in (runner.stats or {}).get("changed", {}).items():
         results[host].changed = count
     return results
-
-
-def tree_digest(*roots: Path) -> dict[str, str]:
-    """sha256 of every file (and the kind of everything else) under roots."""
-    out = {}
-    for root in roots:
-        for path in sorted(root.rglob("*")) if root.exists() else []:
-            if path.is_file() and not path.is_symlink():
-                out[str(path)] = sha(path.read_bytes())
-            else:
-                out[str(path)] = "dir" if path.is_dir() else "special"
-    return out
 
 
 def record_sha256(package: Path, rel: str) -> str:

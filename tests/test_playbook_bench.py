@@ -8,7 +8,6 @@ recorded lines and real captured samples.
 
 from __future__ import annotations
 
-import hashlib
 import http.server
 import json
 import shutil
@@ -20,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Run, run_playbook, sglang_wheel, unpack_sglang, wheel_member
+from conftest import REPO, Run, run_playbook, sglang_wheel, tree_digest, unpack_sglang, wheel_member
 
 FIXTURES = REPO / "tests" / "fixtures" / "bench"
 GATE = "srt/model_executor/model_runner.py"
@@ -49,15 +48,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def tree_digest(root: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        digest.update(str(path.relative_to(root)).encode())
-        if path.is_file():
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 @pytest.fixture

@@ -7,27 +7,13 @@ container directory, creation config or Proxmox call appears.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_playbook
+from conftest import REPO, run_playbook, tree_digest
 from fake_nvidia_root import build
 
 GPU = REPO / "tests" / "fixtures" / "gpu"
-
-
-def tree_digest(*paths: Path) -> str:
-    """sha256 over every file name and content below the paths (absent paths count too)."""
-    digest = hashlib.sha256()
-    for path in paths:
-        digest.update(f"{path}:{path.exists()}".encode())
-        if path.is_dir():
-            for item in sorted(path.rglob("*")):
-                digest.update(str(item).encode())
-                if item.is_file():
-                    digest.update(item.read_bytes())
-    return digest.hexdigest()
 
 
 LXC_CASES = [

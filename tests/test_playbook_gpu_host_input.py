@@ -6,27 +6,17 @@ role would write are pointed into tmp_path, and the test proves none of them app
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_playbook
+from conftest import REPO, run_playbook, tree_digest
 
 sys.path.insert(0, str(REPO / "tests"))
 from fake_nvidia_root import build  # noqa: E402
 
 GPU_FIXTURES = REPO / "tests" / "fixtures" / "gpu"
 INVENTORY = "[proxmox_hosts]\nlocalhost ansible_connection=local\n"
-
-
-def tree_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    for item in sorted(path.rglob("*")):
-        digest.update(str(item.relative_to(path)).encode())
-        if item.is_file() and not item.is_symlink():
-            digest.update(item.read_bytes())
-    return digest.hexdigest()
 
 
 @pytest.mark.parametrize(
