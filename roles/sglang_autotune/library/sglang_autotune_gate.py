@@ -179,7 +179,7 @@ message:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_locate import locate_package
+from ansible.module_utils.sglang_locate import LOCATE_ARGUMENT_SPEC, LOCATE_REQUIRED_ONE_OF, locate_package
 from ansible.module_utils.sglang_gate import (
     GateError,
     check_state_dir,
@@ -245,14 +245,13 @@ def run(module: AnsibleModule) -> None:
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
-            package_dir=dict(type="path"),
-            python=dict(type="path"),
+            LOCATE_ARGUMENT_SPEC,
             autotune=dict(type="bool", default=True),
             state_dir=dict(type="path", default="/var/lib/sglang_autotune"),
             verify=dict(type="str", choices=["enabled", "commented"]),
             expect_sha256=dict(type="str", default=""),
         ),
-        required_one_of=[("package_dir", "python")],
+        required_one_of=LOCATE_REQUIRED_ONE_OF,
         supports_check_mode=True,
     )
     run(module)

@@ -108,15 +108,19 @@ import shlex
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_locate import locate_package, sglang_version
+from ansible.module_utils.sglang_locate import (
+    LOCATE_ARGUMENT_SPEC,
+    LOCATE_REQUIRED_ONE_OF,
+    locate_package,
+    sglang_version,
+)
 from ansible.module_utils.sglang_bench_command import BenchError, inspect_benchmark, level_commands
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
-            package_dir=dict(type="path"),
-            python=dict(type="path"),
+            LOCATE_ARGUMENT_SPEC,
             host=dict(type="str", required=True),
             port=dict(type="int", required=True),
             model=dict(type="str", required=True),
@@ -128,7 +132,7 @@ def main() -> None:
             prompts_minimum=dict(type="int", default=0),
             output_file=dict(type="str", required=True),
         ),
-        required_one_of=[("package_dir", "python")],
+        required_one_of=LOCATE_REQUIRED_ONE_OF,
         supports_check_mode=True,
     )
     params = module.params
