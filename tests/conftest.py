@@ -119,7 +119,8 @@ class Run:
     stdout: str
 
 
-def run_playbook(private: Path, playbook: str, cmdline: list[str], inventory: str = "localhost,") -> Run:
+def run_playbook(private: Path, playbook: str, cmdline: list[str], inventory: str = "localhost,",
+                 envvars: dict[str, str] | None = None) -> Run:
     """Run playbooks/<playbook> as an operator would: `-i localhost, -c local ...`."""
     runner = ansible_runner.run(
         private_data_dir=str(private),
@@ -128,7 +129,7 @@ def run_playbook(private: Path, playbook: str, cmdline: list[str], inventory: st
         inventory=inventory,
         cmdline=shlex.join(["-c", "local", *cmdline]),
         quiet=True,
-        envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+        envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", **(envvars or {})},
     )
     stats = runner.stats or {}
     failures = [

@@ -23,7 +23,6 @@ from lxc_passthrough import (  # noqa: E402
     missing_nodes,
     nodes_of,
     nvidia_majors,
-    parse_pct_config,
     plan_devices,
     plan_raw,
     raw_lines,
@@ -156,11 +155,17 @@ def test_duplicated_entries_collapse_to_one(tmp_path: Path) -> None:
     assert plan.removed == ["lxc.cgroup2.devices.allow = c 195:0 rwm"] and plan.added == []
 
 
-def test_recorded_pct_config_parses_and_devn_plan_keeps_indexes(tmp_path: Path) -> None:
-    current = parse_pct_config((PCT / "120-devices.conf").read_text())
-    assert current["dev0"] == "/dev/nvidia0,mode=0666"
-    assert current["dev3"] == "/dev/fuse"
-    assert "lxc.prlimit.memlock" not in current
+# GET /nodes/{node}/lxc/120/config as the API answers it (JSON: numbers as numbers).
+API_CONFIG_WITH_DEVICES = {
+    "arch": "amd64", "cores": 32, "dev0": "/dev/nvidia0,mode=0666", "dev1": "/dev/nvidiactl,mode=0660",
+    "dev2": "/dev/nvidia5,mode=0666", "dev3": "/dev/fuse", "features": "nesting=1", "hostname": "sglang1",
+    "memory": 262144, "onboot": 1, "ostype": "debian", "rootfs": "local-lvm:vm-120-disk-0,size=200G",
+    "swap": 0, "unprivileged": 1, "digest": "5b1e0f6c0a1d9f2e7c3b4a5d6e7f8091a2b3c4d5",
+}
+
+
+def test_devn_plan_from_the_api_config_keeps_indexes(tmp_path: Path) -> None:
+    current = {key: str(value) for key, value in API_CONFIG_WITH_DEVICES.items()}
     nvidia = discovered("h200-2gpu", tmp_path)
     plan = plan_devices(current, nodes_of(nvidia), "0666")
     # nvidia0 keeps dev0, nvidiactl keeps dev1 and gets the new mode, dev3 (fuse) stays,
@@ -170,9 +175,6 @@ def test_recorded_pct_config_parses_and_devn_plan_keeps_indexes(tmp_path: Path) 
     assert plan.delete == ["dev2"]
     assert "dev3" not in plan.set and "dev3" not in plan.delete
     assert sorted(plan.wanted.values()) == sorted(f"{node.path},mode=0666" for node in nodes_of(nvidia))
-    argv = plan.pct_argv(120)
-    assert argv[:3] == ["pct", "set", "120"]
-    assert argv[-2:] == ["--delete", "dev2"]
     applied = {key: value for key, value in current.items() if key not in plan.delete} | plan.set
     again = plan_devices(applied, nodes_of(nvidia), "0666")
     assert not again.changed

@@ -15,8 +15,9 @@ description:
     C(lxc.prlimit.memlock), removing entries of ours that are no longer wanted and leaving every
     other line as it was. The file is rewritten in place, without chmod or rename, which pmxcfs
     refuses.
-  - With I(style=devices), reads the current C(pct config) text and returns the C(pct set) argv
-    that makes the C(devN) entries match (existing indexes kept); it changes nothing itself.
+  - With I(style=devices), the nodes go in as Proxmox C(devN) entries (module pve_lxc_devices,
+    through the API): the config file then carries only C(lxc.prlimit.memlock), and raw node
+    lines left from the raw style are removed.
   - Fails before any change when the host lacks a node the loaded driver implies
     (C(/dev/nvidia-uvm) after a reboot) or when the GPU count differs from I(expected_gpus).
 attributes:
@@ -53,20 +54,6 @@ options:
     description: Value of C(lxc.prlimit.memlock) while any GPU node is passed; empty leaves it out.
     type: str
     default: unlimited
-  pct_config:
-    description: Current C(pct config VMID) output (I(style=devices)).
-    type: str
-    default: ""
-  vmid:
-    description: The Proxmox container id, for the returned C(pct set) argv.
-    type: int
-  mode:
-    description: Node mode for C(devN) entries.
-    type: str
-    default: "0666"
-  gid:
-    description: Group id for C(devN) entries inside the container.
-    type: int
   expected_gpus:
     description: GPUs the host must have (C(/dev/nvidiaN) nodes); omit to take what is found.
     type: int
@@ -88,14 +75,6 @@ EXAMPLES = r"""
     style: raw
     config_path: /var/lib/lxc/sglang-demo/config
     config_format: lxc
-  register: passthrough
-
-- name: Plan the devN entries of a Proxmox container
-  lxc_gpu_passthrough:
-    nvidia: "{{ gpu_host_nvidia }}"
-    style: devices
-    vmid: 120
-    pct_config: "{{ pct_config.stdout }}"
   register: passthrough
 """
 
@@ -128,14 +107,6 @@ removed:
   description: Raw lines removed.
   returned: always
   type: list
-devices:
-  description: The wanted C(devN) entries (I(style=devices)).
-  returned: always
-  type: dict
-pct_argv:
-  description: The C(pct set) argv that applies them; empty when nothing differs.
-  returned: always
-  type: list
 start_problem:
   description:
     - Why starting this plain-LXC container would be unsafe (no or another C(lxc.rootfs.path),
@@ -153,8 +124,6 @@ from ansible.module_utils.lxc_passthrough import (
     memlock_lines,
     nodes_of,
     nvidia_majors,
-    parse_pct_config,
-    plan_devices,
     plan_raw,
     raw_lines,
     rootfs_problem,
@@ -177,15 +146,10 @@ def main() -> None:
             "config_format": {"type": "str", "choices": ["lxc", "proxmox"], "default": "lxc"},
             "cgroup": {"type": "str", "choices": ["auto", "v1", "v2"], "default": "auto"},
             "memlock": {"type": "str", "default": "unlimited"},
-            "pct_config": {"type": "str", "default": ""},
-            "vmid": {"type": "int"},
-            "mode": {"type": "str", "default": "0666"},
-            "gid": {"type": "int"},
             "expected_gpus": {"type": "int"},
             "container_name": {"type": "str"},
             "lxcpath": {"type": "path", "default": "/var/lib/lxc"},
         },
-        required_if=[("style", "devices", ["vmid"])],
         supports_check_mode=True,
     )
     params = module.params
@@ -223,18 +187,10 @@ def main() -> None:
         "entries": [],
         "added": [],
         "removed": [],
-        "devices": {},
-        "pct_argv": [],
         "start_problem": "",
     }
     separator = SEPARATORS[params["config_format"]]
     if params["style"] == "devices":
-        try:
-            devices = plan_devices(parse_pct_config(params["pct_config"]), nodes, params["mode"], params["gid"])
-        except ValueError as exc:
-            module.fail_json(msg=str(exc))
-        result["devices"] = devices.wanted
-        result["pct_argv"] = devices.pct_argv(params["vmid"]) if devices.changed else []
         # devN entries replace the node lines; memlock stays a raw key, and raw
         # node lines left from the other style go.
         wanted = memlock_lines(nodes, params["memlock"])

@@ -6,7 +6,8 @@ version, majors, nodes with their real major:minor). Two styles:
 - raw: LXC's own keys (`lxc.cgroup2.devices.allow`, `lxc.mount.entry`), as
   plain LXC writes them (`key = value`) or as Proxmox keeps them in
   /etc/pve/lxc/<vmid>.conf (`key: value`);
-- devices: Proxmox `devN: <path>,mode=...` entries, applied with `pct set`.
+- devices: Proxmox `devN: <path>,mode=...` entries, planned from the API's JSON config
+  and applied by the pve_lxc_devices module (root@pam through the API, or `pct set`).
 
 Our raw lines are recognised by what they say, not by comment markers:
 Proxmox rewrites every `#` line of a container config into its description
@@ -63,7 +64,7 @@ class RawPlan:
 
 @dataclass
 class DevicesPlan:
-    """The `pct set` that makes a container's devN entries match the wanted nodes."""
+    """The devN entries to set and delete so that a container's match the wanted nodes."""
 
     set: dict[str, str] = field(default_factory=dict)
     delete: list[str] = field(default_factory=list)
@@ -72,14 +73,6 @@ class DevicesPlan:
     @property
     def changed(self) -> bool:
         return bool(self.set or self.delete)
-
-    def pct_argv(self, vmid: int) -> list[str]:
-        argv = ["pct", "set", str(vmid)]
-        for key in sorted(self.set, key=_dev_index):
-            argv += [f"--{key}", self.set[key]]
-        if self.delete:
-            argv += ["--delete", ",".join(sorted(self.delete, key=_dev_index))]
-        return argv
 
 
 def nodes_of(nvidia: dict) -> list[Node]:
@@ -214,19 +207,6 @@ def plan_raw(text: str, wanted: list[tuple[str, str]], majors: set[int], separat
 def _dev_index(key: str) -> int:
     match = DEV_KEY.match(key)
     return int(match.group(1)) if match else DEV_LIMIT
-
-
-def parse_pct_config(text: str) -> dict[str, str]:
-    """`pct config <vmid>` output (or the conf file's main section) as key -> value.
-
-    Raw lxc.* keys may repeat; they are not devN entries and are left out here.
-    """
-    main, _ = parse_config(text)
-    return {
-        line.key: line.value
-        for line in main
-        if isinstance(line, ConfigLine) and not line.key.startswith("lxc.")
-    }
 
 
 def device_value(node: Node, mode: str, gid: int | None) -> str:

@@ -1,0 +1,317 @@
+#!/usr/bin/python
+"""Ansible module: a Proxmox VE container, through the API, every fault named."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: pve_lxc_container
+short_description: Ensure a Proxmox VE LXC container exists with its settings, and runs
+description:
+  - Reads the cluster, the node, the token's privileges, the container's config and status and
+    the OS template through the Proxmox VE API (JSON), and refuses before any change when the
+    API is unreachable, TLS fails, the token is refused (401) or lacks a privilege (403), the
+    cluster has no quorum, the node is offline, the container is locked or the template is
+    neither on the storage nor in Proxmox's appliance index.
+  - Then creates the container (or changes the settings that differ), fetches the template
+    when it is missing, and with I(state=started) starts it, or restarts it when I(restart) is
+    true and it runs. A task that ends in C(TASK ERROR) fails the module, quoting its log line.
+  - devN entries are not set here: PVE allows them to root@pam only (pve_lxc_devices).
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+options:
+  api_host: {description: The node's API address., type: str, required: true}
+  api_port: {description: The API port., type: int, default: 8006}
+  api_user: {description: The token's user., type: str, default: root@pam}
+  api_token_id: {description: The token's short id (not user!id)., type: str, required: true}
+  api_token_secret: {description: The token's secret (Ansible Vault)., type: str, required: true}
+  api_password: {description: Unused here; accepted so that one set of API options serves every module., type: str, default: ""}
+  validate_certs: {description: Verify the API's TLS certificate., type: bool, default: true}
+  api_timeout: {description: Seconds per API request., type: int, default: 30}
+  node: {description: The Proxmox node that holds the container., type: str, required: true}
+  vmid: {description: The container id., type: int, required: true}
+  hostname: {description: The container's host name., type: str, required: true}
+  ostemplate: {description: "The template volume, C(STORAGE:vztmpl/NAME).", type: str, required: true}
+  fetch_template: {description: Download a missing template from Proxmox's appliance index., type: bool, default: true}
+  disk: {description: "The root disk at creation, C(STORAGE:GB).", type: str, required: true}
+  cores: {description: CPU cores., type: int, required: true}
+  memory: {description: Memory in MiB., type: int, required: true}
+  swap: {description: Swap in MiB., type: int, default: 0}
+  netif: {description: "Network devices, C(net0: name=eth0,bridge=vmbr0,ip=dhcp).", type: dict, default: {}}
+  features: {description: Container features (nesting=1)., type: list, elements: str, default: []}
+  unprivileged: {description: Unprivileged container (creation only)., type: bool, default: true}
+  onboot: {description: Start at boot., type: bool, default: true}
+  pubkey: {description: SSH public key for root (creation only)., type: str, default: ""}
+  state:
+    description: C(present) makes it exist with its settings; C(started) also makes it run.
+    type: str
+    choices: [present, started]
+    default: present
+  restart:
+    description: With I(state=started), restart a running container (its GPU entries changed).
+    type: bool
+    default: false
+  task_timeout: {description: Seconds to wait for a create, start or shutdown task., type: int, default: 300}
+author:
+  - sglang-deploy project
+"""
+
+EXAMPLES = r"""
+- name: Ensure the GPU container exists
+  pve_lxc_container:
+    api_host: pve1.example.internal
+    api_token_id: ansible
+    api_token_secret: "{{ vault_token }}"
+    node: pve1
+    vmid: 120
+    hostname: sglang1
+    ostemplate: local:vztmpl/debian-12-standard_12.12-1_amd64.tar.zst
+    disk: local-lvm:200
+    cores: 32
+    memory: 262144
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+exists:
+  description: Whether the container exists (after the run; in check mode, before it).
+  returned: always
+  type: bool
+created:
+  description: Whether this run created it (or would, in check mode).
+  returned: always
+  type: bool
+status:
+  description: C(running), C(stopped) or C(absent), after the run.
+  returned: always
+  type: str
+was_running:
+  description: Whether it ran before this run.
+  returned: always
+  type: bool
+config:
+  description: The container's config from the API after the run (the digest left out).
+  returned: always
+  type: dict
+updated:
+  description: The settings changed on an existing container.
+  returned: always
+  type: dict
+template:
+  description: C(present), C(fetched), or C(missing) (check mode before a fetch).
+  returned: always
+  type: str
+"""
+
+import importlib.util
+import time
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.pve_api import (
+    API_ARGUMENT_SPEC,
+    ApiLogin,
+    PveFault,
+    call,
+    connect,
+    lock_problem,
+    missing_privileges,
+    quorum_problem,
+    split_volid,
+    task_error,
+    wanted_privileges,
+)
+from ansible.module_utils.pve_container import Request, describe, plan_update
+
+ARGUMENT_SPEC = dict(
+    API_ARGUMENT_SPEC,
+    api_token_id={"type": "str", "required": True},
+    api_token_secret={"type": "str", "required": True, "no_log": True},
+    vmid={"type": "int", "required": True},
+    hostname={"type": "str", "required": True},
+    ostemplate={"type": "str", "required": True},
+    fetch_template={"type": "bool", "default": True},
+    disk={"type": "str", "required": True},
+    cores={"type": "int", "required": True},
+    memory={"type": "int", "required": True},
+    swap={"type": "int", "default": 0},
+    netif={"type": "dict", "default": {}},
+    features={"type": "list", "elements": "str", "default": []},
+    unprivileged={"type": "bool", "default": True},
+    onboot={"type": "bool", "default": True},
+    pubkey={"type": "str", "default": ""},
+    state={"type": "str", "choices": ["present", "started"], "default": "present"},
+    restart={"type": "bool", "default": False},
+    task_timeout={"type": "int", "default": 300},
+)
+
+
+class Container:
+    """One container on one node, through one API client."""
+
+    def __init__(self, module: AnsibleModule, login: ApiLogin) -> None:
+        self.module = module
+        self.login = login
+        self.params = module.params
+        self.node = self.params["node"]
+        self.vmid = self.params["vmid"]
+        self.api = connect(login)
+        self.base = f"/nodes/{self.node}/lxc/{self.vmid}"
+
+    def get(self, path: str, **query: object) -> object:
+        return call(self.login, f"GET {path}", self.api(path.lstrip("/")).get, **query)
+
+    def write(self, method: str, path: str, **data: object) -> object:
+        return call(self.login, f"{method} {path}", getattr(self.api(path.lstrip("/")), method.lower()), **data)
+
+    def wait(self, upid: str, what: str) -> None:
+        """Wait for a task; its TASK ERROR line, quoted, fails the run."""
+        status_path = f"/nodes/{self.node}/tasks/{upid}/status"
+        deadline = time.monotonic() + self.params["task_timeout"]
+        while True:
+            status = self.get(status_path)
+            if status.get("status") == "stopped":
+                break
+            if time.monotonic() > deadline:
+                raise PveFault(f"{what} did not finish within {self.params['task_timeout']} s (task {upid}). "
+                               "Look at the task on the node (Datacenter > Tasks) and re-run when it has ended.")
+            time.sleep(1)
+        log = self.get(f"/nodes/{self.node}/tasks/{upid}/log", limit=500)
+        error = task_error(status, log)
+        if error:
+            raise PveFault(f"{what} failed on node {self.node}: {error!r} (task {upid}). Fix the cause and re-run: "
+                           "the run converges from here.")
+
+    def preflight(self, creating: bool, fetching: bool) -> None:
+        self.get("/version")
+        problem = quorum_problem(self.get("/cluster/status"), self.node)
+        if problem:
+            raise PveFault(problem)
+        held = self.get("/access/permissions")
+        storage = self.params["disk"].partition(":")[0]
+        template_storage, _ = split_volid(self.params["ostemplate"])
+        missing = missing_privileges(held, wanted_privileges(self.vmid, storage, template_storage, creating, fetching))
+        if missing:
+            raise PveFault(f"The API token {self.login.who} lacks {', '.join(missing)}: the container cannot be "
+                           "managed. Grant them (for example `pveum acl modify /vms/{0} --tokens '{1}' --roles "
+                           "PVEVMAdmin`, and PVEDatastoreUser on the storage), or use a token without privilege "
+                           "separation. Nothing was changed.".format(self.vmid, self.login.who))
+
+    def exists(self) -> bool:
+        listing = self.get(f"/nodes/{self.node}/lxc")
+        return any(int(item.get("vmid", -1)) == self.vmid for item in listing)
+
+    def config(self) -> dict:
+        config = dict(self.get(f"{self.base}/config"))
+        config.pop("digest", None)
+        return config
+
+    def status(self) -> str:
+        return str(self.get(f"{self.base}/status/current").get("status", "unknown"))
+
+    def template_present(self) -> bool:
+        storage, name = split_volid(self.params["ostemplate"])
+        content = self.get(f"/nodes/{self.node}/storage/{storage}/content", content="vztmpl")
+        return any(item.get("volid") == self.params["ostemplate"] for item in content)
+
+    def fetch_template(self) -> None:
+        storage, name = split_volid(self.params["ostemplate"])
+        how = f"Get it on the node with `pveam update && pveam download {storage} {name}` and re-run."
+        if not self.params["fetch_template"]:
+            raise PveFault(f"The template {self.params['ostemplate']} is not on node {self.node} and "
+                           f"lxc_container_ostemplate_fetch is false. {how} Nothing was changed.")
+        index = self.get(f"/nodes/{self.node}/aplinfo")
+        if not any(item.get("template") == name for item in index):
+            raise PveFault(f"The template {self.params['ostemplate']} is not on node {self.node}, and Proxmox's "
+                           f"appliance index there does not offer {name}. {how} (`pveam available --section system` "
+                           "lists what it offers.) Nothing was changed.")
+        if self.module.check_mode:
+            return
+        upid = self.write("POST", f"/nodes/{self.node}/aplinfo", storage=storage, template=name)
+        self.wait(upid, f"Downloading the template {name}")
+        if not self.template_present():
+            raise PveFault(f"Downloading {name} to {storage} ended, but the storage still lists no "
+                           f"{self.params['ostemplate']}. {how}")
+
+
+def request_of(params: dict) -> Request:
+    return Request(
+        vmid=params["vmid"], hostname=params["hostname"], ostemplate=params["ostemplate"],
+        disk=params["disk"], cores=params["cores"], memory=params["memory"], swap=params["swap"],
+        netif={str(k): str(v) for k, v in params["netif"].items()}, features=params["features"],
+        unprivileged=params["unprivileged"], onboot=params["onboot"], pubkey=params["pubkey"],
+    )
+
+
+def run(module: AnsibleModule) -> dict:
+    params = module.params
+    check = module.check_mode
+    ct = Container(module, ApiLogin.from_params(params))
+    request = request_of(params)
+    exists = ct.exists()
+    ct.preflight(creating=not exists, fetching=False)
+    template = "present" if exists or ct.template_present() else "missing"
+    if template == "missing" and params["fetch_template"]:
+        ct.preflight(creating=True, fetching=True)
+    result = {"changed": False, "exists": exists, "created": False, "updated": {}, "template": template,
+              "was_running": False, "status": "absent", "config": {}}
+    if exists:
+        config = ct.config()
+        problem = lock_problem(ct.vmid, config)
+        if problem:
+            raise PveFault(problem)
+        update = plan_update(request, config)
+        if update.changed:
+            result.update(changed=True, updated=update.set)
+            result["diff"] = {"before": describe(update.before), "after": describe(update.set),
+                              "before_header": f"CT {ct.vmid}", "after_header": f"CT {ct.vmid}"}
+            if not check:
+                ct.write("PUT", f"{ct.base}/config", **update.set)
+        result["was_running"] = ct.status() == "running"
+        result["status"] = "running" if result["was_running"] else "stopped"
+    else:
+        if template == "missing":
+            ct.fetch_template()
+            result["template"] = "missing" if check else "fetched"
+        payload = request.create_payload()
+        result.update(changed=True, created=True, status="stopped")
+        result["diff"] = {"before": "", "after": describe({k: v for k, v in payload.items() if k != "ssh-public-keys"}),
+                          "before_header": f"CT {ct.vmid}", "after_header": f"CT {ct.vmid}"}
+        if not check:
+            upid = ct.write("POST", f"/nodes/{ct.node}/lxc", **payload)
+            ct.wait(upid, f"Creating container {ct.vmid}")
+    if params["state"] == "started":
+        restart = params["restart"] and result["was_running"]
+        if result["status"] != "running" or restart:
+            result["changed"] = True
+            if not check:
+                if restart:
+                    upid = ct.write("POST", f"{ct.base}/status/shutdown", timeout=120, forceStop=1)
+                    ct.wait(upid, f"Shutting down container {ct.vmid} for its new GPU entries")
+                upid = ct.write("POST", f"{ct.base}/status/start")
+                ct.wait(upid, f"Starting container {ct.vmid}")
+            result["status"] = "running"
+    if not check or exists:
+        if not check:
+            result["exists"] = True
+            result["status"] = ct.status()
+        result["config"] = ct.config()
+    return result
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    if importlib.util.find_spec("proxmoxer") is None:
+        module.fail_json(msg=missing_required_lib("proxmoxer") + " Run `scripts/dev.sh setup` (it installs "
+                         "requirements.txt) or `pip install -r requirements.txt` in the controller's Python.")
+    try:
+        result = run(module)
+    except (PveFault, ValueError) as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

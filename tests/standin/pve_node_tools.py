@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""STAND-IN for a Proxmox node's `pct` and `pvesh`, for the tests only (no Proxmox node here).
+
+Linked as `pct` and `pvesh` into a test's bin directory. Both talk to the fake PVE API (fakepve)
+the way the real tools act for root on a node: as root@pam, with full rights.
+  pvesh get PATH --output-format json     GET PATH, the answer's data as JSON
+  pct set VMID --devN VALUE ... [--delete devM,...]    PUT the container's config
+  pct exec VMID -- ARGV...                run ARGV "inside" the container: in a private mount
+                                          namespace whose /dev holds the NVIDIA nodes the
+                                          container's devN entries name, with the host's
+                                          major:minor, as PVE makes them at start
+                                          (`systemctl is-system-running --wait` answers running)
+The fake's address, root's password, its CA and the fake host root come from the JSON file that
+$PVE_STANDIN names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+
+
+def settings() -> dict:
+    with open(os.environ["PVE_STANDIN"], encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def request(method: str, path: str, data: dict | None = None) -> object:
+    conf = settings()
+    context = ssl.create_default_context(cafile=conf["cafile"])
+    login = urllib.parse.urlencode({"username": "root@pam", "password": conf["password"]}).encode()
+    with urllib.request.urlopen(conf["url"] + "/api2/json/access/ticket", login, context=context) as answer:
+        ticket = json.load(answer)["data"]
+    body = urllib.parse.urlencode(data).encode() if data is not None else None
+    req = urllib.request.Request(conf["url"] + "/api2/json" + path, data=body, method=method, headers={
+        "Cookie": "PVEAuthCookie=" + ticket["ticket"],
+        "CSRFPreventionToken": ticket["CSRFPreventionToken"],
+    })
+    try:
+        with urllib.request.urlopen(req, context=context) as answer:
+            return json.load(answer)["data"]
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")
+        sys.stderr.write(f"{exc.code} {exc.reason}: {detail}\n")
+        sys.exit(255)
+
+
+def pvesh(argv: list[str]) -> int:
+    if len(argv) < 2 or argv[0] != "get":
+        sys.stderr.write("stand-in pvesh: only `get PATH --output-format json`\n")
+        return 2
+    print(json.dumps(request("GET", argv[1])))
+    return 0
+
+
+def node_of(vmid: str) -> str:
+    for item in request("GET", "/cluster/resources?type=vm"):
+        if str(item.get("vmid")) == vmid:
+            return item["node"]
+    sys.stderr.write(f"Configuration file 'nodes/pve1/lxc/{vmid}.conf' does not exist\n")
+    sys.exit(2)
+
+
+def pct_set(vmid: str, argv: list[str]) -> int:
+    data = {}
+    while argv:
+        key, value = argv[0].removeprefix("--"), argv[1]
+        data[key] = value
+        argv = argv[2:]
+    request("PUT", f"/nodes/{node_of(vmid)}/lxc/{vmid}/config", data)
+    return 0
+
+
+def pct_exec(vmid: str, argv: list[str]) -> int:
+    if argv == ["systemctl", "is-system-running", "--wait"]:
+        print("running")
+        return 0
+    node = node_of(vmid)
+    status = request("GET", f"/nodes/{node}/lxc/{vmid}/status/current")
+    if status.get("status") != "running":
+        sys.stderr.write(f"CT {vmid} not running\n")
+        return 255
+    config = request("GET", f"/nodes/{node}/lxc/{vmid}/config")
+    root = settings()["device_root"]
+    nodes = []
+    for key, value in config.items():
+        if key.startswith("dev") and key[3:].isdigit():
+            path = str(value).split(",")[0].removeprefix("path=")
+            if not path.startswith("/dev/nvidia"):
+                continue  # only the fake root's GPU nodes are modelled
+            info = os.stat(root + path)
+            nodes.append((path, os.major(info.st_rdev), os.minor(info.st_rdev)))
+    script = ["mount -t tmpfs none /dev", "mknod -m 666 /dev/null c 1 3"]
+    for path, major, minor in nodes:
+        script.append(f"mkdir -p $(dirname {path}) && mknod {path} c {major} {minor}")
+    script.append('exec "$@"')
+    return subprocess.call(["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec",
+                            "\n".join(script), "pct-exec", *argv], stdin=subprocess.DEVNULL)
+
+
+def pct(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "set":
+        return pct_set(argv[1], argv[2:])
+    if len(argv) >= 3 and argv[0] == "exec" and argv[2] == "--":
+        return pct_exec(argv[1], argv[3:])
+    sys.stderr.write(f"stand-in pct: unsupported {argv!r}\n")
+    return 2
+
+
+if __name__ == "__main__":
+    tool = os.path.basename(sys.argv[0])
+    sys.exit(pvesh(sys.argv[1:]) if tool == "pvesh" else pct(sys.argv[1:]))

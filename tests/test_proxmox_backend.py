@@ -1,0 +1,293 @@
+"""The proxmox backend end to end against a PVE 9 API fake (fakepve) that checks every request.
+
+The fake runs with ACLs on, so PVE's permission rules apply: a root@pam token is refused devN
+as on a real node. The node's part (discovery on a fake root built from a real 2-GPU capture,
+the conf file, pct) runs on this machine; `pct` and `pvesh` are stand-ins (tests/standin) that
+act through the fake as root does on a node.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run_playbook, tree_digest
+from fake_nvidia_root import build
+from pve_fake import NODE, PASSWORD, TEMPLATE, TOKEN_ID, TOKEN_SECRET, PveThread, add_template, config_of, seed
+
+GPU = REPO / "tests" / "fixtures" / "gpu"
+STANDIN = REPO / "tests" / "standin"
+VMID = 120
+WRITES = ("POST", "PUT", "DELETE")
+
+
+class Node:
+    """One test: the fake API, a fake GPU root, the conf dir, and a way to run container.yml."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp = tmp_path
+        self.root = tmp_path / "fake-root"
+        build(GPU / "h200-2gpu", self.root)
+        self.confdir = tmp_path / "etc-pve-lxc"
+        self.fake = PveThread(tmp_path / "pve", self.confdir)
+        self.fake.run(seed)
+        self.standin = tmp_path / "standin.json"
+        self.standin.write_text(json.dumps({
+            "url": self.fake.pve.url, "password": PASSWORD, "cafile": self.fake.certfile,
+            "device_root": str(self.root),
+        }))
+        self.runs = 0
+
+    @property
+    def pve(self):
+        return self.fake.pve
+
+    def play(self, *extra: str, password: bool = True, pct: bool = True, ca: bool = True,
+             verbosity: str = ""):
+        self.runs += 1
+        private = self.tmp / f"runner-{self.runs}"
+        private.mkdir()
+        inventory = (
+            "[proxmox_hosts]\n"
+            f"{NODE} ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+        )
+        args = [
+            "-e", "lxc_container_backend=proxmox",
+            "-e", f"lxc_container_vmid={VMID}",
+            "-e", "lxc_container_name=sglang1",
+            "-e", "lxc_container_connection=pct",
+            "-e", f"lxc_container_api_host={self.pve.host}",
+            "-e", f"lxc_container_api_port={self.pve.port}",
+            "-e", f"lxc_container_api_token_id={TOKEN_ID}",
+            "-e", f"lxc_container_api_token_secret={TOKEN_SECRET}",
+            "-e", f"lxc_container_device_root={self.root}",
+            "-e", "lxc_container_expected_gpus=2",
+            "-e", f"lxc_container_pve_config_dir={self.confdir}",
+            "-e", f"lxc_container_pct={STANDIN / 'pct' if pct else self.tmp / 'no-pct'}",
+            "-e", f"lxc_container_pvesh={STANDIN / 'pvesh'}",
+            "-e", "lxc_container_wait_timeout=9",
+            *(["-e", f"lxc_container_api_password={PASSWORD}"] if password else []),
+            *([verbosity] if verbosity else []),
+            *extra,
+        ]
+        env = {"PVE_STANDIN": str(self.standin)}
+        env["REQUESTS_CA_BUNDLE"] = self.fake.certfile if ca else "/etc/ssl/certs/ca-certificates.crt"
+        start = len(self.pve.requests)
+        run = run_playbook(private, "container.yml", args, inventory=inventory, envvars=env)
+        run.requests = self.pve.requests[start:]
+        return run
+
+    def add_ct(self, **options) -> None:
+        """A container that exists before the run, with its conf file on the node."""
+        self.fake.run(lambda pve: pve.add_ct(VMID, "sglang1", node=NODE, **options))
+        self.confdir.mkdir(exist_ok=True)
+        (self.confdir / f"{VMID}.conf").write_text("hostname: sglang1\n")
+
+    def digest(self) -> dict:
+        ct = self.pve.ct(VMID)
+        return {"config": ct.digest() if ct else None, "status": ct.status if ct else None,
+                "files": tree_digest(self.confdir)}
+
+    def stop(self) -> None:
+        self.fake.stop()
+
+
+@pytest.fixture
+def node(tmp_path):
+    made = Node(tmp_path)
+    yield made
+    made.stop()
+
+
+def writes(run) -> list[str]:
+    """Requests that change something (a login ticket changes nothing)."""
+    return [f"{method} {path}" for method, path, _ in run.requests
+            if method in WRITES and not path.endswith("/access/ticket")]
+
+
+def devices(config: dict) -> dict:
+    return {key: value for key, value in config.items() if key.startswith("dev") and key[3:].isdigit()}
+
+
+EXPECTED_DEVICES = {
+    "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
+}
+
+
+def assert_converged(node: Node, run) -> None:
+    assert run.status == "successful", run.stdout
+    config = config_of(node.pve, VMID)
+    for key, value in {"hostname": "sglang1", "cores": 32, "memory": 262144, "swap": 0, "onboot": 1,
+                       "features": "nesting=1", "unprivileged": 1}.items():
+        assert str(config.get(key)) == str(value), (key, config)
+    assert config["rootfs"].startswith("local-lvm:vm-120-disk-0,size=200G")
+    assert "bridge=vmbr0" in config["net0"] and "ip=dhcp" in config["net0"]
+    assert node.pve.ct(VMID).status == "running"
+    passed = {value.split(",")[0] for value in devices(config).values()}
+    assert EXPECTED_DEVICES <= passed, config
+    assert all(value.endswith(",mode=0666") for value in devices(config).values())
+    conf = (node.confdir / f"{VMID}.conf").read_text()
+    assert "lxc.prlimit.memlock: unlimited" in conf
+    assert "lxc.mount.entry" not in conf
+    assert "NVIDIA node(s) in sglang1, each with the host's major:minor" in run.stdout
+
+
+def test_fresh_create_with_password_then_second_run_writes_nothing(node):
+    first = node.play()
+    assert_converged(node, first)
+    put = [body for method, path, body in first.requests if method == "PUT" and path.endswith("/config")]
+    assert put, "devN went through the API"
+    assert any(method == "POST" and path.endswith("/access/ticket") for method, path, _ in first.requests)
+
+    second = node.play()
+    assert second.status == "successful", second.stdout
+    assert second.changed == 0, second.stdout
+    assert writes(second) == [], writes(second)
+
+
+def test_devn_through_pct_on_the_node_without_password(node):
+    first = node.play(password=False, pct=True)
+    assert_converged(node, first)
+    assert not any(path.endswith("/access/ticket") and "ansible" in path for _, path, _ in first.requests)
+    second = node.play(password=False, pct=True)
+    assert second.changed == 0, second.stdout
+    assert writes(second) == []
+
+
+def test_root_token_alone_is_refused_devn_by_pve(node):
+    """Without the role's own checks, PVE's rule is what stops a token: the fake enforces it."""
+    node.fake.run(lambda pve: pve.add_ct(VMID, "sglang1", node=NODE, config={"hostname": "sglang1"}))
+    import proxmoxer
+
+    api = proxmoxer.ProxmoxAPI(node.pve.host, port=node.pve.port, user="root@pam", token_name=TOKEN_ID,
+                               token_value=TOKEN_SECRET, verify_ssl=node.fake.certfile)
+    with pytest.raises(proxmoxer.ResourceException, match="only allowed for root@pam"):
+        api.nodes(NODE).lxc(VMID).config.put(dev0="/dev/nvidia0,mode=0666")
+
+
+def test_no_password_and_no_pct_fails_before_any_change_with_both_ways_out(node):
+    before = node.digest()
+    run = node.play(password=False, pct=False)
+    assert run.status == "failed"
+    message = " ".join(run.failures)
+    for needle in ("only root@pam", "lxc_container_api_password", "pct", "Nothing was changed"):
+        assert needle in message, message
+    assert writes(run) == []
+    assert node.digest() == before
+    assert node.pve.ct(VMID) is None
+
+
+def test_users_own_devn_entries_are_kept_and_gpu_entries_follow_the_host(node):
+    node.add_ct(status="running", config={
+        "hostname": "sglang1", "dev0": "/dev/fuse", "dev1": "/dev/nvidia7,mode=0666", "cores": 32,
+        "memory": 262144, "swap": 0, "onboot": 1, "features": "nesting=1", "unprivileged": 1,
+        "net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth",
+        "rootfs": "local-lvm:vm-120-disk-0,size=200G"})
+    run = node.play()
+    assert run.status == "successful", run.stdout
+    config = config_of(node.pve, VMID)
+    assert config["dev0"] == "/dev/fuse"
+    assert "/dev/nvidia7,mode=0666" not in devices(config).values()
+    assert "hwaddr=BC:24:11:00:00:01" in config["net0"]
+    # A running container whose GPU entries changed is restarted once, through the API.
+    assert any(path.endswith("/status/shutdown") for method, path, _ in run.requests)
+
+
+def test_missing_template_is_fetched_or_named(node):
+    node.fake.run(lambda pve: pve.storages["local"]["volumes"].clear())
+    before = node.digest()
+    run = node.play()
+    assert run.status == "failed"
+    message = " ".join(run.failures)
+    for needle in (f"local:vztmpl/{TEMPLATE}", f"pveam download local {TEMPLATE}", "Nothing was changed"):
+        assert needle in message, message
+    assert writes(run) == []
+    assert node.digest() == before
+    node.fake.run(add_template)
+    assert_converged(node, node.play())
+
+
+def lock(node):
+    node.add_ct(config={"hostname": "sglang1", "rootfs": "local-lvm:vm-120-disk-0,size=200G"}, lock="backup")
+
+
+def token_without_privileges(node):
+    def grant(pve):
+        pve.apitokens["deploy@pve!ansible"] = TOKEN_SECRET
+        pve.grant("deploy@pve!ansible", f"/vms/{VMID}", "VM.Audit")
+    node.fake.run(grant)
+
+
+def start_error(node):
+    node.add_ct(config={"hostname": "sglang1", "unprivileged": 1, "rootfs": "local-lvm:vm-120-disk-0,size=200G"})
+    node.fake.run(lambda pve: setattr(pve.ct(VMID), "start_error",
+                                      "startup for container '120' failed: hook script exited 1"))
+
+
+def nothing(node):
+    pass
+
+
+FAULTS = [
+    ("unreachable", nothing, ["-e", "lxc_container_api_port=1"], {},
+     ["unreachable", "lxc_container_api_port"]),
+    ("tls", nothing, [], {"ca": False},
+     ["TLS verification", "REQUESTS_CA_BUNDLE", "lxc_container_api_validate_certs"]),
+    ("401", nothing, ["-e", "lxc_container_api_token_secret=wrong-secret"], {},
+     ["401", "root@pam!ansible", "lxc_container_api_token_secret"]),
+    ("403", token_without_privileges, ["-e", "lxc_container_api_user=deploy@pve"], {},
+     ["deploy@pve!ansible lacks", "VM.Allocate on /vms/120", "pveum acl modify"]),
+    ("locked", lock, [], {}, ["Container 120 is locked (backup)", "pct unlock 120"]),
+    ("quorum", lambda node: node.fake.run(lambda pve: pve.lose_quorum()), [], {}, ["no quorum", "pvecm status"]),
+    ("offline", lambda node: node.fake.run(lambda pve: pve.set_node_offline(NODE)), [], {}, ["pve1 is offline"]),
+    ("task-error", start_error, [], {},
+     ["Starting container 120 failed", "TASK ERROR: startup for container '120' failed: hook script exited 1"]),
+]
+
+
+def heal(pve):
+    pve.regain_quorum()
+    pve.set_node_offline(NODE, offline=False)
+    ct = pve.ct(VMID)
+    if ct:
+        ct.start_error = None
+        if ct.lock:
+            pve.unlock(VMID)
+
+
+@pytest.mark.parametrize(("name", "fault", "extra", "options", "needles"), FAULTS, ids=[f[0] for f in FAULTS])
+def test_api_fault_is_named_nothing_half_done_and_the_next_run_converges(node, name, fault, extra, options,
+                                                                            needles):
+    fault(node)
+    before = node.digest()
+    run = node.play(*extra, **options)
+    assert run.status == "failed", run.stdout
+    message = " ".join(run.failures)
+    for needle in needles:
+        assert needle in message, message
+    assert TOKEN_SECRET not in run.stdout and PASSWORD not in run.stdout
+    if name == "task-error":
+        # The settings and the devN entries were written; the start failed, named. The next
+        # run starts it.
+        assert [w for w in writes(run) if not w.endswith(("/status/start", f"/lxc/{VMID}/config"))] == []
+    else:
+        assert writes(run) == [], writes(run)
+        assert node.digest() == before
+    node.fake.run(heal)
+    assert_converged(node, node.play())
+
+
+def test_secrets_never_in_output_even_at_vvv_or_in_diff(node):
+    run = node.play("--diff", verbosity="-vvv")
+    assert run.status == "successful", run.stdout
+    for secret in (TOKEN_SECRET, PASSWORD):
+        assert secret not in run.stdout
+    assert not any(secret in str(p) for p in node.confdir.rglob("*") for secret in (TOKEN_SECRET, PASSWORD))
+    check = node.play("--check", "--diff", "-e", "lxc_container_cores=16", verbosity="-vvv")
+    assert check.status == "successful", check.stdout
+    assert "cores: 16" in check.stdout
+    assert writes(check) == []
+    for secret in (TOKEN_SECRET, PASSWORD):
+        assert secret not in check.stdout
