@@ -36,7 +36,7 @@ class Node:
         self.standin = tmp_path / "standin.json"
         self.standin.write_text(json.dumps({
             "url": self.fake.pve.url, "password": PASSWORD, "cafile": self.fake.certfile,
-            "device_root": str(self.root),
+            "device_root": str(self.root), "confdir": str(self.confdir),
         }))
         self.runs = 0
 
@@ -291,3 +291,14 @@ def test_secrets_never_in_output_even_at_vvv_or_in_diff(node):
     assert writes(check) == []
     for secret in (TOKEN_SECRET, PASSWORD):
         assert secret not in check.stdout
+
+
+def test_raw_style_writes_the_conf_file_in_place_and_sets_no_devn(node):
+    run = node.play("-e", "lxc_container_passthrough=raw", "-e", "lxc_container_cgroup=v2")
+    assert run.status == "successful", run.stdout
+    conf = (node.confdir / f"{VMID}.conf").read_text()
+    assert "lxc.cgroup2.devices.allow: c 195:0 rwm" in conf
+    assert f"lxc.mount.entry: {node.root}/dev/nvidia0 dev/nvidia0 none bind,create=file" in conf
+    assert devices(config_of(node.pve, VMID)) == {}
+    again = node.play("-e", "lxc_container_passthrough=raw", "-e", "lxc_container_cgroup=v2")
+    assert again.changed == 0 and writes(again) == []

@@ -10,8 +10,8 @@ the way the real tools act for root on a node: as root@pam, with full rights.
                                           container's devN entries name, with the host's
                                           major:minor, as PVE makes them at start
                                           (`systemctl is-system-running --wait` answers running)
-The fake's address, root's password, its CA and the fake host root come from the JSON file that
-$PVE_STANDIN names.
+The fake's address, root's password, its CA, the fake host root and the node's conf dir (whose
+raw lxc.mount.entry lines are applied too) come from the JSON file that $PVE_STANDIN names.
 """
 
 from __future__ import annotations
@@ -96,6 +96,16 @@ def pct_exec(vmid: str, argv: list[str]) -> int:
                 continue  # only the fake root's GPU nodes are modelled
             info = os.stat(root + path)
             nodes.append((path, os.major(info.st_rdev), os.minor(info.st_rdev)))
+    # Raw keys in the node's conf file: PVE hands lxc.mount.entry lines to LXC unchanged.
+    conf = os.path.join(settings()["confdir"], f"{vmid}.conf")
+    if os.path.exists(conf):
+        with open(conf, encoding="utf-8") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                fields = value.split()
+                if key.strip() == "lxc.mount.entry" and len(fields) > 1 and fields[1].startswith("dev/nvidia"):
+                    info = os.stat(fields[0])
+                    nodes.append(("/" + fields[1], os.major(info.st_rdev), os.minor(info.st_rdev)))
     script = ["mount -t tmpfs none /dev", "mknod -m 666 /dev/null c 1 3"]
     for path, major, minor in nodes:
         script.append(f"mkdir -p $(dirname {path}) && mknod {path} c {major} {minor}")
