@@ -16,6 +16,22 @@ export ANSIBLE_FORCE_COLOR=${ANSIBLE_FORCE_COLOR:-0}
 
 log() { printf '==> %s\n' "$*"; }
 
+# Each stage's wall time, printed as it ends and again as a table at the end,
+# so that a slow stage shows.
+stage_times=()
+stage() {
+    local name=$1 started=$SECONDS
+    shift
+    log "$name"
+    "$@"
+    stage_times+=("$(printf '%4d s  %s' $((SECONDS - started)) "$name")")
+    log "$name took $((SECONDS - started)) s"
+}
+print_stage_times() {
+    log "stage times"
+    printf '    %s\n' "${stage_times[@]}"
+}
+
 apt_install() {
     local missing=()
     local pkg
@@ -87,11 +103,15 @@ demo() {
 }
 
 tests() {
-    lint
-    log "molecule"
-    (cd "$repo" && molecule test --all)
-    log "pytest"
-    python -m pytest tests "$@"
+    stage "yamllint" yamllint --strict .
+    stage "ansible-lint (production profile)" ansible-lint --strict
+    local scenario
+    for scenario in molecule/*/molecule.yml; do
+        scenario=$(basename "$(dirname "$scenario")")
+        stage "molecule $scenario" molecule test -s "$scenario"
+    done
+    stage "pytest" python -m pytest tests --durations=15 "$@"
+    print_stage_times
 }
 
 command=${1:-}
@@ -100,7 +120,11 @@ case "$command" in
     setup) setup ;;
     lint) setup; lint ;;
     demo) setup; demo "$@" ;;
-    test) setup; activate; tests "$@" ;;
+    test)
+        stage "setup" setup
+        activate
+        tests "$@"
+        ;;
     *)
         sed -n '2,7p' "$0" >&2
         exit 2
