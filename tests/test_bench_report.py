@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import struct
@@ -11,11 +12,13 @@ from pathlib import Path
 
 import pytest
 from bench_keys import result_keys
-from conftest import REPO
+from conftest import REPO, tree_digest
 
 sys.path.insert(0, str(REPO / "roles" / "sglang_bench" / "module_utils"))
+from sglang_bench_output import OutputError, dir_problem, write_all  # noqa: E402
 from sglang_bench_report import (  # noqa: E402
-    REQUIRED_KEYS, ReportError, level_summary, parse_power, read_runs, render_markdown, render_plot,
+    REQUIRED_KEYS, ReportError, level_summary, md_code, md_text, parse_power, plot_label, read_runs,
+    render_markdown, render_plot,
 )
 
 RUNS = REPO / "tests" / "fixtures" / "bench" / "runs"
@@ -272,3 +275,178 @@ def test_real_sampler_file():
     assert sample["gpus"] == 1
     assert sample["power_w"] == pytest.approx((118.94 + 80.68 + 80.56 + 80.56) / 4)
     assert sample["power_max_w"] == 118.94
+
+
+# --- negative numbers are refused as NaN is ----------------------------------------------------
+
+
+def set_key(run: Path, line: int, key: str, value) -> None:
+    lines = (run / "results.jsonl").read_text().splitlines()
+    record = json.loads(lines[line])
+    record[key] = value
+    lines[line] = json.dumps(record)
+    (run / "results.jsonl").write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("key", REQUIRED_KEYS[1:])
+@pytest.mark.parametrize("value", [-1, -0.001, -1e300])
+def test_a_negative_throughput_or_latency_is_refused(tmp_path, key, value):
+    run = copy_run(OFF, tmp_path / "a")
+    set_key(run, 1, key, value)
+    with pytest.raises(ReportError, match=re.escape(f"results.jsonl:2: {key} is {json.dumps(value)}; "
+                                                    "expected a finite number of 0 or more")):
+        read_runs([str(run)])
+
+
+@pytest.mark.parametrize(("column", "name"), [(2, "power.draw"), (3, "utilization.gpu"), (4, "memory.used")])
+@pytest.mark.parametrize("value", ["-1", "-248.50", "-0.01"])
+def test_a_negative_power_sample_is_refused(tmp_path, column, name, value):
+    run = copy_run(OFF, tmp_path / "a")
+    csv = run / "power-256.csv"
+    lines = csv.read_text().splitlines()
+    fields = lines[2].split(", ")
+    fields[column] = value
+    lines[2] = ", ".join(fields)
+    csv.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ReportError, match=re.escape(f"{csv}:3: {name} is '{value}'; expected a finite number of 0 or more")):
+        read_runs([str(run)])
+
+
+def test_zero_is_a_number_of_0_or_more(tmp_path):
+    run = copy_run(OFF, tmp_path / "a")
+    set_key(run, 0, "p99_itl_ms", 0)
+    assert read_runs([str(run)])[0].levels[64].p99_itl_ms == 0
+
+
+# --- labels escaped for Markdown -----------------------------------------------------------------
+
+
+HOSTILE_LABELS = ["a|b", "x\n# heading", "`code`", "*bold*", "<script>alert(1)</script>", "- item", "1. first",
+                  "[link](http://x)", "a\\|b", "_under_", "tab\there", "cr\rhere", "ok\u2028line"]
+
+
+@pytest.mark.parametrize("label", HOSTILE_LABELS)
+def test_a_label_cannot_break_the_table_or_the_text(tmp_path, label):
+    a = copy_run(OFF, tmp_path / "a", label=label)
+    markdown = render_markdown(read_runs([str(a), str(ON)]))
+    lines = markdown.splitlines()
+    head = next(line for line in lines if line.startswith("| Concurrency"))
+    body = [line for line in lines if line.startswith("| ") and line != head]
+    cells = len(re.split(r"(?<!\\)\|", head))
+    assert len(body) == 8 and all(len(re.split(r"(?<!\\)\|", row)) == cells for row in body), markdown
+    assert md_text(label) in head and all(md_text(label) in row for row in body if "autotune-on" not in row)
+    assert not any(line.startswith("#") for line in lines[1:]), markdown
+    # Outside a code span no tag survives; inside one (the Runs line) it is literal text.
+    assert "<script>" not in "\n".join([head, *body]) and "\r" not in markdown and "\u2028" not in markdown
+    assert md_code(label) in lines[2]
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("a|b", r"a\|b"), ("x\n# h", r"x\\n\# h"), ("*b*", r"\*b\*"), ("- item", r"\- item"), ("1. one", r"1\. one"),
+    ("<b>", r"\<b\>"), ("a_b", r"a\_b"), ("autotune-off", "autotune-off"), ("nightly 1201", "nightly 1201"),
+])
+def test_md_text(text, shown):
+    assert md_text(text) == shown
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("autotune-on", "`autotune-on`"), ("a`b", "``a`b``"), ("`x`", "`` `x` ``"), ("a\nb", "`a\\nb`"),
+])
+def test_md_code(text, shown):
+    assert md_code(text) == shown
+
+
+@pytest.mark.parametrize("label", ["$\\frac{", "cost $5 and $", "_hidden", "a\nb"])
+def test_a_label_cannot_break_the_plot(tmp_path, label):
+    a = copy_run(OFF, tmp_path / "a", label=label)
+    assert render_plot(read_runs([str(a), str(ON)])).startswith(b"\x89PNG")
+    assert "\n" not in plot_label(label) and not plot_label(label).startswith("_")
+
+
+# --- a level measured more than once: one note per run ----------------------------------------------
+
+
+def repeat_lines(run: Path, *indexes: int) -> None:
+    lines = (run / "results.jsonl").read_text().splitlines()
+    (run / "results.jsonl").write_text("\n".join(lines + [lines[i] for i in indexes]) + "\n")
+
+
+def test_repeated_concurrencies_get_one_note_per_run(tmp_path):
+    a = copy_run(OFF, tmp_path / "a")
+    b = copy_run(ON, tmp_path / "b")
+    repeat_lines(a, 0, 1, 3, 3)
+    repeat_lines(b, 2)
+    markdown = render_markdown(read_runs([str(a), str(b)]))
+    notes = [line for line in markdown.splitlines() if line.startswith("- ")]
+    assert notes == [
+        "- autotune-off: results.jsonl has more than one line for concurrency 64 (lines 1, 5), "
+        "256 (lines 2, 6), 1024 (lines 4, 7, 8); the last line of each is reported",
+        "- autotune-on: results.jsonl has more than one line for concurrency 512 (lines 3, 5); "
+        "the last line of each is reported",
+    ]
+    assert len(table(markdown)) == 8
+
+
+def test_no_repeat_no_note():
+    assert "Notes:" not in render_markdown(read_runs([str(OFF), str(ON)]))
+
+
+# --- a FIFO, directory or device where a file is read --------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["results.jsonl", "power-64.csv", "run.json"])
+@pytest.mark.parametrize(("make", "kind"), [
+    (os.mkfifo, "FIFO (named pipe)"), (os.mkdir, "directory"),
+    (lambda path: os.mknod(path, 0o600 | 0o020000, os.makedev(1, 3)), "character device"),
+])
+def test_a_fifo_directory_or_device_where_a_file_is_read_is_refused(tmp_path, name, make, kind):
+    run = copy_run(OFF, tmp_path / "a")
+    (run / name).unlink()
+    make(run / name)
+    before = tree_digest(tmp_path)
+    with pytest.raises(ReportError, match=re.escape(f"{run / name} is a {kind}; expected")):
+        read_runs([str(run)])
+    assert tree_digest(tmp_path) == before
+
+
+# --- the output: checked first, both files written or neither ----------------------------------------
+
+
+def _regular(path: Path) -> None:
+    path.write_text("not a directory\n")
+
+
+@pytest.mark.parametrize(("make", "target", "needle"), [
+    (_regular, ".", "{out} is a regular file, not a directory"),
+    (_regular, "deeper/out", "{out}/deeper/out cannot be created: {out} is a regular file, not a directory"),
+    (os.mkfifo, ".", "{out} is a FIFO (named pipe), not a directory"),
+    (lambda path: (path.mkdir(), (path / "report.md").mkdir()), ".", "{out}/report.md is a directory; expected a file"),
+    (lambda path: (path.mkdir(), os.mkfifo(path / "throughput.png")), ".", "{out}/throughput.png is a FIFO"),
+])
+def test_dir_problem_names_the_path(tmp_path, make, target, needle):
+    out = tmp_path / "out"
+    make(out)
+    problem = dir_problem(out / target if target != "." else out, ("report.md", "throughput.png"))
+    assert problem is not None and problem.startswith(needle.format(out=out)), problem
+
+
+def test_a_failed_write_leaves_no_temporary_and_says_what_was_replaced(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.md").write_text("old report\n")
+    (out / "throughput.png").write_bytes(b"old png")
+    before = tree_digest(out)
+    real_fsync = os.fsync
+    calls = []
+
+    def full_on_second(descriptor):
+        calls.append(descriptor)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", full_on_second)
+    with pytest.raises(OutputError, match=re.escape(f"{out / 'throughput.png'}: cannot be written "
+                                                    "(No space left on device); nothing was written")):
+        write_all({out / "report.md": b"new report\n", out / "throughput.png": b"new png"})
+    assert tree_digest(out) == before

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import tree_digest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "roles" / "lxc_container" / "module_utils"))
@@ -18,6 +21,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from fake_nvidia_root import build  # noqa: E402
 from lxc_config_write import write_in_place  # noqa: E402
 from lxc_passthrough import (  # noqa: E402
+    checked_nodes,
     gpu_count,
     memlock_lines,
     missing_nodes,
@@ -241,3 +245,144 @@ def test_live_module_run_matches_discovery_on_the_captured_files(tmp_path: Path)
     plan = json.loads((GPU / "h200-2gpu" / "live-passthrough-plan.json").read_text())
     assert plan["gpus"] == 2 and plan["cgroup"] == "v2"
     assert plan["node_ids"] == [f"{n['path']} {n['major']}:{n['minor']}" for n in live["nodes"]]
+
+
+# --- input from lxc_container_nvidia (a user variable) is checked again before any line ---------
+
+REAL = json.loads((GPU / "h200-2gpu" / "live-nvidia-devices.json").read_text())["nvidia"]
+INJECT = "\nlxc.apparmor.profile = unconfined"
+
+
+def with_node(index: int, **changes: object) -> dict:
+    """The real live discovery with one node changed."""
+    nvidia = copy.deepcopy(REAL)
+    nvidia["nodes"][index].update(changes)
+    return nvidia
+
+
+BAD_INPUTS = [
+    (with_node(0, path="/dev/nvidia0" + INJECT), ["node path '/dev/nvidia0\\nlxc.apparmor.profile", "not an NVIDIA node"]),
+    (with_node(0, path="/dev/nvidia0 "), ["node path '/dev/nvidia0 '"]),
+    (with_node(0, path="/dev/nvidia\u0660"), ["node path '/dev/nvidia\\u0660'"]),
+    (with_node(0, path="/dev/mem"), ["node path '/dev/mem'"]),
+    (with_node(0, path="dev/nvidia0"), ["node path 'dev/nvidia0'"]),
+    (with_node(5, path="/dev/nvidia-caps/../../etc/shadow"), ["node path '/dev/nvidia-caps/../../etc/shadow'"]),
+    (with_node(5, path="/dev/nvidia-caps/nvidia-cap1" + INJECT), ["node path '/dev/nvidia-caps/nvidia-cap1\\n"]),
+    (with_node(0, path=7), ["node path 7"]),
+    (with_node(0, host_path="/dev/nvidia0" + INJECT), ["host_path '/dev/nvidia0\\nlxc.apparmor"]),
+    (with_node(0, host_path="/ /dev/nvidia0"), ["host_path '/ /dev/nvidia0'", "no whitespace"]),
+    (with_node(0, host_path="/srv/../dev/nvidia0"), ["host_path '/srv/../dev/nvidia0'"]),
+    (with_node(0, host_path="/dev/nvidia1"), ["host_path '/dev/nvidia1' is not a plain absolute path ending in /dev/nvidia0"]),
+    (with_node(0, major=1, minor=1), ["/dev/nvidia0 is 1:1, expected 195:0 (nvidia)"]),
+    (with_node(0, minor=255), ["/dev/nvidia0 is 195:255, expected 195:0"]),
+    (with_node(3, major=195), ["/dev/nvidia-uvm is 195:0, expected 238:0 (nvidia-uvm)"]),
+    (with_node(0, major="195\n"), ["/dev/nvidia0: major is '195\\n'"]),
+    (with_node(0, major=True), ["/dev/nvidia0: major is True"]),
+    (with_node(0, major=195.0), ["/dev/nvidia0: major is 195.0"]),
+    (with_node(0, minor=-1), ["/dev/nvidia0: minor is -1"]),
+    (with_node(0, major=5000), ["/dev/nvidia0: major is 5000; expected a number from 0 to 4095"]),
+    ({**REAL, "majors": {**REAL["majors"], "nvidia": 1}}, ["nvidia.majors['nvidia'] is 1"]),
+    ({**REAL, "majors": {**REAL["majors"], "nvidia-uvm": 195}}, ["nvidia.majors['nvidia-uvm'] is 195"]),
+    ({**REAL, "majors": {**REAL["majors"], "nvidia-uvm": "238" + INJECT}}, ["nvidia.majors['nvidia-uvm'] is '238\\n"]),
+    ({**REAL, "majors": {**REAL["majors"], "mem": 1}}, ["nvidia.majors has 'mem'"]),
+    ({**REAL, "majors": {"nvidia": 195}}, ["/dev/nvidia-uvm: nvidia.majors names no nvidia-uvm"]),
+    ({**REAL, "nodes": REAL["nodes"] + REAL["nodes"][:1]}, ["nvidia.nodes lists /dev/nvidia0 more than once"]),
+    ({**REAL, "nodes": ["/dev/nvidia0"]}, ["a node is '/dev/nvidia0'; expected a mapping"]),
+    ({**REAL, "nodes": "/dev/nvidia0"}, ["nvidia.nodes is '/dev/nvidia0'; expected a list"]),
+]
+
+
+@pytest.mark.parametrize(("nvidia", "needles"), BAD_INPUTS)
+def test_a_node_no_discovery_would_give_is_refused_naming_it(nvidia, needles):
+    with pytest.raises(ValueError) as caught:
+        checked_nodes(nvidia)
+    message = str(caught.value)
+    for needle in needles:
+        assert needle in message, message
+    assert "\n" not in message
+
+
+def test_real_discovery_and_string_numbers_pass():
+    assert [node.path for node in checked_nodes(REAL)] == [node["path"] for node in REAL["nodes"]]
+    as_strings = with_node(0, major="195", minor="0")
+    assert checked_nodes(as_strings)[0].major == 195
+    frontend = {**REAL, "majors": {"nvidia-frontend": 195, "nvidia-uvm": 238, "nvidia-caps": 241}}
+    assert len(checked_nodes(frontend)) == len(REAL["nodes"])
+
+
+@pytest.mark.parametrize("memlock", ["unlimited" + INJECT, "unlimited ", "1 2", "\u0661"])
+def test_a_memlock_no_line_may_carry_is_refused(memlock):
+    with pytest.raises(ValueError, match="memlock is"):
+        memlock_lines(nodes_of(REAL), memlock)
+
+
+def passthrough(args: dict, *flags: str) -> dict:
+    """`ansible localhost -m lxc_gpu_passthrough -a JSON` (as the role calls it): the module's result."""
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+           "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"}
+    proc = subprocess.run(["ansible", "localhost", "-m", "lxc_gpu_passthrough", "-a", json.dumps(args), *flags],
+                          cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def container(tmp_path: Path, config: str, init: bool = True) -> Path:
+    """A plain-LXC container directory c1 under tmp_path/lxc with this config."""
+    rootfs = tmp_path / "lxc" / "c1" / "rootfs"
+    (rootfs / "sbin").mkdir(parents=True)
+    if init:
+        (rootfs / "sbin" / "init").write_text("")
+    path = tmp_path / "lxc" / "c1" / "config"
+    path.write_text(config.replace("ROOTFS", str(rootfs)))
+    return path
+
+
+@pytest.mark.parametrize("mode", [[], ["--check"]])
+@pytest.mark.parametrize(("nvidia", "needles"), [BAD_INPUTS[0], BAD_INPUTS[6], BAD_INPUTS[8], BAD_INPUTS[12]])
+def test_the_module_refuses_an_injected_node_and_writes_nothing(tmp_path, mode, nvidia, needles):
+    config = container(tmp_path, "lxc.rootfs.path = dir:ROOTFS\nlxc.uts.name = c1\n")
+    before = tree_digest(tmp_path / "lxc")
+    host = passthrough({"nvidia": nvidia, "config_path": str(config), "container_name": "c1",
+                        "lxcpath": str(tmp_path / "lxc"), "cgroup": "v2"}, *mode)
+    assert host.get("failed") is True, host
+    for needle in needles:
+        assert needle in host["msg"], host["msg"]
+    assert "Nothing was changed" in host["msg"]
+    assert tree_digest(tmp_path / "lxc") == before
+
+
+def test_the_module_refuses_an_injected_memlock(tmp_path):
+    config = container(tmp_path, "lxc.rootfs.path = dir:ROOTFS\n")
+    before = tree_digest(tmp_path / "lxc")
+    host = passthrough({"nvidia": REAL, "config_path": str(config), "memlock": "unlimited" + INJECT, "cgroup": "v2"})
+    assert host.get("failed") is True and "memlock is 'unlimited\\nlxc.apparmor" in host["msg"], host
+    assert tree_digest(tmp_path / "lxc") == before
+
+
+@pytest.mark.parametrize("mode", [[], ["--check"]])
+@pytest.mark.parametrize(("config", "init", "needle"), [
+    ("lxc.uts.name = c1\n", True, "names no lxc.rootfs.path"),
+    ("", True, "names no lxc.rootfs.path"),
+    ("lxc.rootfs.path = dir:/\n", True, "lxc.rootfs.path is 'dir:/', expected"),
+    ("lxc.rootfs.path = dir:ROOTFS\nlxc.rootfs.path = dir:/\n", True, "lxc.rootfs.path is 'dir:/'"),
+    ("lxc.rootfs.path = dir:ROOTFS\n", False, "sbin/init does not exist"),
+])
+def test_a_container_without_its_own_rootfs_gets_no_line_written(tmp_path, mode, config, init, needle):
+    """The rootfs check runs before the write: the config keeps its bytes, in --check and for real."""
+    path = container(tmp_path, config, init)
+    before = tree_digest(tmp_path / "lxc")
+    host = passthrough({"nvidia": REAL, "config_path": str(path), "container_name": "c1",
+                        "lxcpath": str(tmp_path / "lxc"), "cgroup": "v2"}, *mode)
+    assert host.get("failed") is True, host
+    assert needle in host["msg"] and "c1: " in host["msg"], host["msg"]
+    assert f"Nothing was written to {path}" in host["msg"]
+    assert host["start_problem"]
+    assert tree_digest(tmp_path / "lxc") == before
+
+
+def test_a_container_with_its_own_rootfs_gets_its_lines(tmp_path):
+    path = container(tmp_path, "lxc.rootfs.path = dir:ROOTFS\n")
+    host = passthrough({"nvidia": REAL, "config_path": str(path), "container_name": "c1",
+                        "lxcpath": str(tmp_path / "lxc"), "cgroup": "v2"})
+    assert host.get("failed") is not True and host["changed"] is True, host
+    assert host["start_problem"] == ""
+    assert "lxc.cgroup2.devices.allow = c 195:0 rwm" in path.read_text()

@@ -257,3 +257,161 @@ def test_bad_settings_fail_before_anything(box, server, extra, needles):
         assert needle in message, message
     assert not box["runs"].exists() and not box["scratch"].exists()
     assert tree_digest(box["package"]) == before
+
+
+# --- outputs checked first, in --check as for real ---------------------------------------------------
+
+RUNS_AB = f"{FIXTURES / 'runs' / 'autotune-off'},{FIXTURES / 'runs' / 'autotune-on'}"
+
+
+@pytest.fixture
+def fs_faults(tmp_path: Path):
+    """Real faults as root: an immutable directory (chattr +i) and small or read-only tmpfs mounts."""
+    mounts: list[Path] = []
+    immutable: list[Path] = []
+
+    class Faults:
+        def immutable(self, path: Path) -> Path:
+            done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                pytest.skip(f"chattr +i is not possible here: {done.stderr.strip()}")
+            immutable.append(path)
+            return path
+
+        def tmpfs(self, path: Path, size: str = "1m") -> Path:
+            path.mkdir(parents=True, exist_ok=True)
+            done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
+                                  capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                pytest.skip(f"mounting a tmpfs is not possible here: {done.stderr.strip()}")
+            mounts.append(path)
+            return path
+
+        def read_only(self, path: Path) -> None:
+            subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True)
+
+    yield Faults()
+    for path in immutable:
+        subprocess.run(["chattr", "-i", str(path)], check=False)
+    for path in reversed(mounts):
+        subprocess.run(["umount", str(path)], check=False)
+
+
+def _old_report(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.md").write_text("old report\n")
+    (out / "throughput.png").write_bytes(b"old png")
+
+
+def out_is_a_file(tmp: Path, faults) -> tuple[Path, str]:
+    (tmp / "out").write_text("a file\n")
+    return tmp / "out", f"{tmp / 'out'} is a regular file, not a directory"
+
+
+def out_under_a_file(tmp: Path, faults) -> tuple[Path, str]:
+    (tmp / "file").write_text("a file\n")
+    return tmp / "file" / "out", f"{tmp / 'file' / 'out'} cannot be created: {tmp / 'file'} is a regular file"
+
+
+def out_unwritable(tmp: Path, faults) -> tuple[Path, str]:
+    _old_report(tmp / "out")
+    faults.immutable(tmp / "out")
+    return tmp / "out", f"{tmp / 'out'} is not writable by uid"
+
+
+def out_parent_unwritable(tmp: Path, faults) -> tuple[Path, str]:
+    (tmp / "parent").mkdir()
+    faults.immutable(tmp / "parent")
+    return tmp / "parent" / "out", f"{tmp / 'parent' / 'out'} cannot be created: {tmp / 'parent'} is not writable"
+
+
+def out_read_only(tmp: Path, faults) -> tuple[Path, str]:
+    mount = faults.tmpfs(tmp / "mnt")
+    _old_report(mount / "out")
+    faults.read_only(mount)
+    return mount / "out", f"{mount / 'out'} is on a read-only file system"
+
+
+def out_report_is_a_directory(tmp: Path, faults) -> tuple[Path, str]:
+    (tmp / "out" / "report.md").mkdir(parents=True)
+    return tmp / "out", f"{tmp / 'out' / 'report.md'} is a directory; expected a file the report replaces"
+
+
+@pytest.mark.parametrize("mode", [[], ["--check"]])
+@pytest.mark.parametrize("case", [out_is_a_file, out_under_a_file, out_unwritable, out_parent_unwritable,
+                                  out_read_only, out_report_is_a_directory])
+def test_report_output_that_cannot_be_written_fails_in_check_as_for_real(tmp_path, fs_faults, mode, case):
+    private = tmp_path / "runner"
+    private.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    out, needle = case(work, fs_faults)
+    before = tree_digest(work)
+    run = run_playbook(private, "bench_report.yml", ["-e", f"bench_report_runs={RUNS_AB}",
+                                                      "-e", f"bench_report_out={out}", *mode])
+    assert run.status == "failed" and run.changed == 0, run.stdout
+    message = " ".join(run.failures)
+    assert needle in message and "Nothing was written" in message, message
+    assert "Module failed: [Errno" not in run.stdout and "Traceback" not in run.stdout
+    assert tree_digest(work) == before
+
+
+def test_report_disk_full_keeps_the_old_files_and_no_temporary(tmp_path, fs_faults):
+    """report.md fits, throughput.png does not: neither is replaced, no temporary is left."""
+    private = tmp_path / "runner"
+    private.mkdir()
+    mount = fs_faults.tmpfs(tmp_path / "mnt", size="16k")
+    out = mount / "out"
+    _old_report(out)
+    before = tree_digest(mount)
+    run = run_playbook(private, "bench_report.yml", ["-e", f"bench_report_runs={RUNS_AB}", "-e", f"bench_report_out={out}"])
+    assert run.status == "failed", run.stdout
+    message = " ".join(run.failures)
+    assert f"{out / 'throughput.png'}: cannot be written (No space left on device); nothing was written" in message, message
+    assert tree_digest(mount) == before
+
+
+def runs_dir_is_a_file(tmp: Path, faults) -> tuple[list[str], str]:
+    (tmp / "runs").write_text("a file\n")
+    return ["-e", f"sglang_bench_runs_dir={tmp / 'runs'}"], f"sglang_bench_runs_dir: {tmp / 'runs'} is a regular file"
+
+
+def runs_dir_under_a_file(tmp: Path, faults) -> tuple[list[str], str]:
+    (tmp / "file").write_text("a file\n")
+    return (["-e", f"sglang_bench_runs_dir={tmp / 'file' / 'runs'}"],
+            f"sglang_bench_runs_dir: {tmp / 'file' / 'runs'} cannot be created: {tmp / 'file'} is a regular file")
+
+
+def runs_dir_unwritable(tmp: Path, faults) -> tuple[list[str], str]:
+    (tmp / "runs").mkdir()
+    faults.immutable(tmp / "runs")
+    return ["-e", f"sglang_bench_runs_dir={tmp / 'runs'}"], f"sglang_bench_runs_dir: {tmp / 'runs'} is not writable"
+
+
+def runs_dir_read_only(tmp: Path, faults) -> tuple[list[str], str]:
+    mount = faults.tmpfs(tmp / "mnt")
+    faults.read_only(mount)
+    return (["-e", f"sglang_bench_runs_dir={mount / 'runs'}"],
+            f"sglang_bench_runs_dir: {mount / 'runs'} cannot be created: {mount} is on a read-only file system")
+
+
+def remote_dir_is_a_file(tmp: Path, faults) -> tuple[list[str], str]:
+    (tmp / "scratch").write_text("a file\n")
+    return ["-e", f"sglang_bench_remote_dir={tmp / 'scratch'}"], f"sglang_bench_remote_dir: {tmp / 'scratch'} is a regular file"
+
+
+@pytest.mark.parametrize("mode", [[], ["--check"]])
+@pytest.mark.parametrize("case", [runs_dir_is_a_file, runs_dir_under_a_file, runs_dir_unwritable,
+                                  runs_dir_read_only, remote_dir_is_a_file])
+def test_bench_output_that_cannot_be_written_fails_in_check_as_for_real(box, fs_faults, mode, case):
+    """Refused before the server is probed (none answers here), naming the variable and the path."""
+    work = box["tmp"] / "work"
+    work.mkdir()
+    extra, needle = case(work, fs_faults)
+    before = tree_digest(work, box["package"])
+    run = bench(box, free_port(), *mode, *extra)
+    assert run.status == "failed" and run.changed == 0, run.stdout
+    message = " ".join(run.failures)
+    assert needle in message and "nothing was changed" in message, message
+    assert "No SGLang server answers" not in message and "Module failed: [Errno" not in run.stdout
+    assert tree_digest(work, box["package"]) == before

@@ -7,6 +7,8 @@ container directory, creation config or Proxmox call appears.
 
 from __future__ import annotations
 
+import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,23 @@ from fake_nvidia_root import build
 GPU = REPO / "tests" / "fixtures" / "gpu"
 
 
+LIVE = json.loads((GPU / "h200-2gpu" / "live-nvidia-devices.json").read_text())["nvidia"]
+
+
+def given_nvidia(index: int, **changes: object) -> list[str]:
+    """-e lxc_container_nvidia=<the live discovery with one node changed>, as JSON."""
+    nvidia = copy.deepcopy(LIVE)
+    nvidia["nodes"][index].update(changes)
+    return ["-e", json.dumps({"lxc_container_nvidia": nvidia})]
+
+
 LXC_CASES = [
+    ("h200-2gpu", given_nvidia(0, path="/dev/nvidia0\nlxc.apparmor.profile = unconfined"),
+     ["node path '/dev/nvidia0\\nlxc.apparmor.profile = unconfined' is not an NVIDIA node"]),
+    ("h200-2gpu", given_nvidia(5, path="/dev/nvidia-caps/nvidia-cap1\nlxc.mount.entry = / host none bind 0 0"),
+     ["node path '/dev/nvidia-caps/nvidia-cap1\\nlxc.mount.entry"]),
+    ("h200-2gpu", given_nvidia(0, major=1, minor=1), ["/dev/nvidia0 is 1:1, expected 195:0 (nvidia)"]),
+    ("h200-2gpu", given_nvidia(0, host_path="/ /dev/nvidia0"), ["host_path '/ /dev/nvidia0'"]),
     ("h200-2gpu", ["-e", "lxc_container_expected_gpus=8"],
      ["The host has 2 GPU node(s)", "expected 8", "lxc_container_expected_gpus"]),
     ("synthetic-missing-uvm-node", [],

@@ -17,6 +17,16 @@ description:
     C(<root>/proc/driver/nvidia/version).
   - When I(root) is C(/), asks C(nvidia-smi) for the GPUs (index, name, UUID, PCI bus id,
     memory, power limit). Under another root, GPUs come only from I(nvidia_smi_csv).
+  - Takes only NVIDIA nodes. A name under C(/dev) or C(/dev/nvidia-caps) with whitespace, a
+    control or a non-ASCII character, an entry of an NVIDIA node's name that is no character
+    device (a file, FIFO, symlink, block device), and a node whose major:minor is not its
+    driver's (C(nvidia0) at C(1:1), C(/dev/mem)) fail, naming the node.
+  - A node whose driver is not loaded (no C(nvidia-uvm) in C(/proc/devices)) is left out, with a
+    warning, and listed in C(left_out).
+  - An NVIDIA name listed twice in C(/proc/devices), a major out of range, C(nvidia) off 195, a
+    dynamic major shared with another driver, and a line of it that does not parse fail, naming
+    the line. A FIFO, device or directory where a file is read fails, naming the path; so does a
+    malformed nvidia-smi CSV, naming the file and the line.
   - No driver loaded is a result (C(driver_version) null, empty lists), not a failure.
     Never changes anything.
 options:
@@ -74,6 +84,10 @@ nvidia:
       type: list
       elements: dict
       sample: [{"path": "/dev/nvidia0", "host_path": "/dev/nvidia0", "major": 195, "minor": 0}]
+    left_out:
+      description: Nodes of NVIDIA names whose driver is not loaded, with the reason; never passed through.
+      type: list
+      elements: dict
     gpus:
       description: GPUs from nvidia-smi (index, name, uuid, pci_bus_id, memory_total_mib, power_limit_w).
       type: list
@@ -86,28 +100,33 @@ nvidia:
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible.module_utils.nvidia_discovery import SMI_QUERY, discover  # noqa: E402
+from ansible.module_utils.nvidia_discovery import (  # noqa: E402
+    SMI_QUERY, DiscoveryError, discover, read_text_file,
+)
 
 
-def smi_csv_text(module: AnsibleModule) -> str | None:
-    """nvidia-smi's CSV: from a file when given, live only when root is /."""
+def smi_csv_text(module: AnsibleModule) -> tuple[str | None, str]:
+    """nvidia-smi's CSV and where it came from: from a file when given, live only when root is /."""
     given = module.params["nvidia_smi_csv"]
     if given:
         try:
-            with open(given, encoding="utf-8") as handle:
-                return handle.read()
-        except OSError as error:
-            module.fail_json(msg=f"cannot read nvidia_smi_csv {given}: {error}")
+            text = read_text_file(given, "nvidia-smi's CSV (nvidia_smi_csv)")
+        except DiscoveryError as error:
+            module.fail_json(msg=f"nvidia_smi_csv: {error}")
+        if text is None:
+            module.fail_json(msg=f"nvidia_smi_csv: {given} does not exist; expected nvidia-smi's CSV")
+        return text, given
+    source = f"nvidia-smi --query-gpu={SMI_QUERY} --format=csv"
     if os.path.realpath(module.params["root"]) != "/":
-        return None
+        return None, source
     smi = module.get_bin_path("nvidia-smi")
     if not smi or not os.path.exists("/proc/driver/nvidia/version"):
-        return None
+        return None, source
     rc, out, err = module.run_command([smi, f"--query-gpu={SMI_QUERY}", "--format=csv"])
     if rc != 0:
         module.warn(f"nvidia-smi failed (rc {rc}): {(err or out).strip()}; gpus left empty")
-        return None
-    return out
+        return None, source
+    return out, source
 
 
 def main() -> None:
@@ -121,11 +140,13 @@ def main() -> None:
     root = module.params["root"]
     if not os.path.isdir(root):
         module.fail_json(msg=f"root {root} is not a directory")
-    csv_text = smi_csv_text(module)
+    csv_text, source = smi_csv_text(module)
     try:
-        nvidia = discover(root, csv_text)
-    except ValueError as error:
-        module.fail_json(msg=str(error))
+        nvidia = discover(root, csv_text, source)
+    except DiscoveryError as error:
+        module.fail_json(msg=f"{error}. Nothing was changed.")
+    for node in nvidia["left_out"]:
+        module.warn(f"{node['path']} ({node['major']}:{node['minor']}) left out: {node['reason']}")
     module.exit_json(changed=False, nvidia=nvidia)
 
 

@@ -20,6 +20,9 @@ description:
     lines left from the raw style are removed.
   - Fails before any change when the host lacks a node the loaded driver implies
     (C(/dev/nvidia-uvm) after a reboot) or when the GPU count differs from I(expected_gpus).
+  - Fails before any change when a node of I(nvidia) is not an NVIDIA node of its majors (a path
+    with whitespace or a control character, C(nvidia0) at C(1:1)), and, with I(container_name),
+    when the plain-LXC config does not name the container's own rootfs.
 attributes:
   check_mode:
     support: full
@@ -110,7 +113,8 @@ removed:
 start_problem:
   description:
     - Why starting this plain-LXC container would be unsafe (no or another C(lxc.rootfs.path),
-      no C(rootfs/sbin/init)), empty when it is safe; given with I(container_name).
+      no C(rootfs/sbin/init)), given with I(container_name); the module then fails before
+      writing any line, so a successful result has it empty.
   returned: always
   type: str
 """
@@ -154,7 +158,11 @@ def main() -> None:
     )
     params = module.params
     nvidia = params["nvidia"]
-    nodes = nodes_of(nvidia)
+    try:
+        nodes = nodes_of(nvidia)
+        memlock_lines(nodes, params["memlock"])  # refuses a value no config line may carry
+    except ValueError as exc:
+        module.fail_json(msg=f"{exc}. Nothing was changed.")
     found = gpu_count(nvidia)
     expected = params["expected_gpus"]
     if expected is not None and found != expected:
@@ -216,9 +224,15 @@ def main() -> None:
         changed=plan.changed,
     )
     name = params["container_name"]
-    if name and params["config_format"] == "lxc" and text:
+    if name and params["config_format"] == "lxc" and os.path.exists(path):
         init = os.path.join(params["lxcpath"], name, "rootfs", "sbin", "init")
         result["start_problem"] = rootfs_problem(text, name, params["lxcpath"], os.path.lexists(init)) or ""
+        if result["start_problem"]:
+            module.fail_json(
+                msg=(f"{name}: {result['start_problem']}. Nothing was written to {path}. Inspect it; "
+                     f"lxc-destroy -n {name} removes a half-made container."),
+                start_problem=result["start_problem"],
+            )
     if plan.changed:
         result["diff"] = {"before": text, "after": plan.text, "before_header": path, "after_header": path}
         if not module.check_mode:

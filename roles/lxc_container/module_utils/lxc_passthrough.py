@@ -76,23 +76,110 @@ class DevicesPlan:
 
 
 def nodes_of(nvidia: dict) -> list[Node]:
-    """The nodes of a discovery result, in discovery's order (GPUs first)."""
-    found = [
-        Node(
-            path=str(item["path"]),
-            host_path=str(item.get("host_path") or item["path"]),
-            major=int(item["major"]),
-            minor=int(item["minor"]),
-        )
-        for item in nvidia.get("nodes") or []
-    ]
-    return found
+    """The nodes of a discovery result, in discovery's order (GPUs first), each one checked."""
+    return checked_nodes(nvidia)
+
+
+# --- what may reach a config line -----------------------------------------------------------
+# The `nvidia` input is discovery's result or lxc_container_nvidia, a user variable: every
+# path, major and minor written is checked here again, so that no string of it can end a
+# line and start another `lxc.*` key. Discovery (nvidia_discovery) applies the same rules
+# to the host's /dev and /proc/devices.
+_NODE_PATHS = (
+    (re.compile(r"/dev/nvidia(0|[1-9][0-9]{0,2})", re.ASCII), "nvidia", None),
+    (re.compile(r"/dev/nvidiactl", re.ASCII), "nvidia", 255),
+    (re.compile(r"/dev/nvidia-modeset", re.ASCII), "nvidia", 254),
+    (re.compile(r"/dev/nvidia-uvm", re.ASCII), "nvidia-uvm", 0),
+    (re.compile(r"/dev/nvidia-uvm-tools", re.ASCII), "nvidia-uvm", 1),
+    (re.compile(r"/dev/nvidia-caps/nvidia-cap(0|[1-9][0-9]{0,6})", re.ASCII), "nvidia-caps", None),
+)
+_MAJOR_KEYS = ("nvidia", "nvidia-frontend", "nvidia-uvm", "nvidia-caps")
+_HOST_PATH = re.compile(r"/[A-Za-z0-9._+/-]*", re.ASCII)
+MAX_MAJOR, MAX_MINOR = 4095, (1 << 20) - 1
+
+
+def _shown(value: object) -> str:
+    return ascii(value)
+
+
+def _device_number(value: object, what: str, highest: int) -> int:
+    """An int (or a string of ASCII digits) from 0 to highest; bools, floats and the rest refused."""
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,7}", value, re.ASCII):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= highest:
+        raise ValueError(f"{what} is {_shown(value)}; expected a number from 0 to {highest}")
+    return value
+
+
+def checked_majors(nvidia: dict) -> dict[str, int]:
+    """The `majors` of an nvidia result, each a real major; nvidia and nvidia-frontend at 195."""
+    majors = nvidia.get("majors") or {}
+    if not isinstance(majors, dict):
+        raise ValueError(f"nvidia.majors is {_shown(majors)}; expected a mapping such as {{\"nvidia\": 195}}")
+    checked: dict[str, int] = {}
+    for name, value in majors.items():
+        if name not in _MAJOR_KEYS:
+            raise ValueError(f"nvidia.majors has {_shown(name)}; expected only {', '.join(_MAJOR_KEYS)}")
+        major = _device_number(value, f"nvidia.majors[{name!r}]", MAX_MAJOR)
+        if major == 0 or (name in ("nvidia", "nvidia-frontend")) != (major == NVIDIA_FIXED_MAJOR):
+            raise ValueError(f"nvidia.majors[{name!r}] is {major}; nvidia's major is {NVIDIA_FIXED_MAJOR} and "
+                             "the dynamic ones (nvidia-uvm, nvidia-caps) are other, non-zero majors")
+        checked[name] = major
+    if "nvidia-frontend" in checked:
+        checked.setdefault("nvidia", checked["nvidia-frontend"])
+    return checked
+
+
+def checked_node(item: object, majors: dict[str, int]) -> Node:
+    """One node of an nvidia result, refused naming it unless it is an NVIDIA node of the host's majors."""
+    if not isinstance(item, dict):
+        raise ValueError(f"a node is {_shown(item)}; expected a mapping with path, major and minor")
+    path = item.get("path")
+    rule = next(((driver, minor, found) for pattern, driver, minor in _NODE_PATHS
+                 if isinstance(path, str) and (found := pattern.fullmatch(path))), None)
+    if rule is None:
+        raise ValueError(f"node path {_shown(path)} is not an NVIDIA node (/dev/nvidiaN, /dev/nvidiactl, "
+                         "/dev/nvidia-uvm, /dev/nvidia-uvm-tools, /dev/nvidia-modeset, "
+                         "/dev/nvidia-caps/nvidia-capN; ASCII digits, no whitespace or control character)")
+    driver, minor, found = rule
+    if minor is None:
+        minor = int(found.group(1))
+    host_path = item.get("host_path") or path
+    if not (isinstance(host_path, str) and _HOST_PATH.fullmatch(host_path) and host_path.endswith(path)
+            and "/../" not in host_path + "/" and "//" not in host_path):
+        raise ValueError(f"{path}: host_path {_shown(host_path)} is not a plain absolute path ending in {path} "
+                         "(letters, digits, . _ + - /; no whitespace, control character or ..)")
+    node = Node(path=path, host_path=host_path,
+                major=_device_number(item.get("major"), f"{path}: major", MAX_MAJOR),
+                minor=_device_number(item.get("minor"), f"{path}: minor", MAX_MINOR))
+    if driver not in majors:
+        raise ValueError(f"{path}: nvidia.majors names no {driver}; the host's /proc/devices must list it "
+                         "(run nvidia_devices on the host, or give its majors)")
+    if (node.major, node.minor) != (majors[driver], minor):
+        raise ValueError(f"{path} is {node.major}:{node.minor}, expected {majors[driver]}:{minor} ({driver}); "
+                         "it is not the NVIDIA node it is named after")
+    return node
+
+
+def checked_nodes(nvidia: dict) -> list[Node]:
+    """Every node of an nvidia result checked (see checked_node), each path once."""
+    if not isinstance(nvidia, dict):
+        raise ValueError(f"nvidia is {_shown(nvidia)}; expected the result of nvidia_devices")
+    items = nvidia.get("nodes") or []
+    if not isinstance(items, list):
+        raise ValueError(f"nvidia.nodes is {_shown(items)}; expected a list")
+    majors = checked_majors(nvidia)
+    nodes = [checked_node(item, majors) for item in items]
+    paths = [node.path for node in nodes]
+    twice = sorted({path for path in paths if paths.count(path) > 1})
+    if twice:
+        raise ValueError(f"nvidia.nodes lists {', '.join(twice)} more than once")
+    return nodes
 
 
 def nvidia_majors(nvidia: dict) -> set[int]:
     """Every NVIDIA character major the host knows, plus the fixed one."""
-    majors = {int(value) for value in (nvidia.get("majors") or {}).values()}
-    return majors | {NVIDIA_FIXED_MAJOR}
+    return set(checked_majors(nvidia).values()) | {NVIDIA_FIXED_MAJOR}
 
 
 def gpu_count(nvidia: dict) -> int:
@@ -140,6 +227,8 @@ def raw_lines(nodes: list[Node], cgroup: str) -> list[tuple[str, str]]:
 
 def memlock_lines(nodes: list[Node], memlock: str) -> list[tuple[str, str]]:
     """Unlimited locked memory for CUDA and NCCL, while the container has GPUs."""
+    if memlock and not re.fullmatch(r"unlimited|[0-9]+", memlock, re.ASCII):
+        raise ValueError(f"memlock is {_shown(memlock)}; expected unlimited or a number of bytes")
     return [(MEMLOCK_KEY, memlock)] if memlock and nodes else []
 
 

@@ -16,8 +16,15 @@ description:
     total throughput to the first run's, to two decimals.
   - C(throughput.png) plots total throughput against concurrency, one line per
     run, with power per GPU in a second panel when sampled (matplotlib, Agg).
-  - Every input is read and checked first; a missing directory or file, or a
-    malformed line, fails naming the file and the line, and nothing is written.
+  - Every input is read and checked first; a missing directory or file, a FIFO,
+    directory or device where a file is read, a malformed line, and a negative or
+    non-finite number fail naming the file and the line, and nothing is written.
+  - I(out) is checked in check mode as in a real run: an I(out) that is a file, a
+    directory that cannot be written or created, a read-only file system, and a
+    C(report.md) or C(throughput.png) that is no regular file fail naming the path.
+  - Both files are written to temporaries beside them and renamed only once both are
+    complete; on an error the temporaries are removed and the old files stay.
+  - Labels are escaped for Markdown; a level measured more than once gets one note per run.
   - With I(summary_of), writes nothing and returns the progress line of one level.
 options:
   runs:
@@ -66,25 +73,15 @@ summary:
   type: str
 """
 
-import os
-import tempfile
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_bench_output import OutputError, changed_files, dir_problem, write_all
 from ansible.module_utils.sglang_bench_report import (
     ReportError, level_summary, read_runs, render_markdown, render_plot,
 )
 
-
-def write_if_changed(path: Path, data: bytes) -> bool:
-    if path.is_file() and path.read_bytes() == data:
-        return False
-    fd, temp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.chmod(temp, 0o644)
-    os.replace(temp, path)
-    return True
+FILES = ("report.md", "throughput.png")
 
 
 def main() -> None:
@@ -114,16 +111,14 @@ def main() -> None:
                          "pip install -r requirements.txt. Nothing was written.")
     target = Path(out)
     wanted = {target / "report.md": report.encode("utf-8"), target / "throughput.png": plot}
-    if module.check_mode:
-        changed = any(not p.is_file() or p.read_bytes() != data for p, data in wanted.items())
-    else:
-        if target.exists() and not target.is_dir():
-            module.fail_json(msg=f"{target} exists and is not a directory; give bench_report_out a directory. "
-                             "Nothing was written.")
-        target.mkdir(parents=True, exist_ok=True)
-        changed = False
-        for path, data in wanted.items():
-            changed = write_if_changed(path, data) or changed
+    problem = dir_problem(target, FILES)
+    if problem:
+        module.fail_json(msg=f"Cannot write the report: {problem}. Give bench_report_out a directory "
+                         "this user can write (or create). Nothing was written.")
+    try:
+        changed = bool(changed_files(wanted) if module.check_mode else write_all(wanted))
+    except OutputError as exc:
+        module.fail_json(msg=f"Cannot write the report: {exc}.")
     module.exit_json(changed=changed, report=report, files=[str(p) for p in wanted])
 
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -41,6 +43,67 @@ NOT_A_READING = {"[N/A]", "[Not Supported]", "N/A", "[Unknown Error]"}
 
 class ReportError(Exception):
     """Input that cannot be reported on; the message names the file and line."""
+
+
+def read_text(path: Path, what: str) -> str:
+    """A regular file's text; a directory, FIFO (which would hang) or device is refused naming it."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except FileNotFoundError:
+        raise ReportError(f"{path}: missing; expected {what}") from None
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot be read ({exc.strerror}); expected {what}") from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise ReportError(f"{path} is a {_kind(mode)}; expected {what} (a regular file)")
+        with os.fdopen(descriptor, "rb", closefd=False) as handle:
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot be read ({exc.strerror}); expected {what}") from None
+    finally:
+        os.close(descriptor)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO (named pipe)"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+                       (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+# Markdown: what would start markup or end a table cell is escaped, and so is what would
+# start a block at the head of a list item; control characters and line breaks are shown.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#+!|~$&])")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _visible(text: str) -> str:
+    return _CONTROL.sub(lambda match: ascii(match.group(0))[1:-1], text)
+
+
+def md_text(text: str) -> str:
+    """Text from a label, a path or a note as Markdown shows it, never as markup or a new line."""
+    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", _visible(text))
+    # At the head of a list item, "-", "=" or "1." would start a list or a heading.
+    escaped = re.sub(r"^([-=])", r"\\\1", escaped)
+    return re.sub(r"^([0-9]+)([.)])", r"\1\\\2", escaped)
+
+
+def md_code(text: str) -> str:
+    """A label as an inline code span that no backtick or line break inside it can end."""
+    visible = _visible(text)
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", visible)), default=0) + 1)
+    pad = " " if visible.startswith("`") or visible.endswith("`") else ""
+    return f"{fence}{pad}{visible}{pad}{fence}"
+
+
+def plot_label(text: str) -> str:
+    """A legend entry: no mathtext ($), not hidden by a leading underscore, one line."""
+    visible = _visible(text).replace("$", r"\$")
+    return " " + visible if visible.startswith("_") else visible
 
 
 @dataclass
@@ -74,21 +137,20 @@ class Run:
 
 
 def _number(value: Any, where: str, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ReportError(f"{where}: {key} is {json.dumps(value)}; expected a finite number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ReportError(f"{where}: {key} is {json.dumps(value)}; expected a finite number of 0 or more")
     return float(value)
 
 
-def parse_results(path: Path) -> tuple[dict[int, Level], list[str]]:
-    """The levels of one results.jsonl, keyed by max_concurrency.
+def parse_results(path: Path) -> tuple[dict[int, Level], dict[int, list[int]]]:
+    """The levels of one results.jsonl, keyed by max_concurrency, and the lines of each level.
 
-    A level measured twice (SGLang appends) keeps its last line, with a note.
+    A level measured more than once (SGLang appends) keeps its last line; the
+    lines of each level say which were repeated.
     """
-    if not path.is_file():
-        raise ReportError(f"{path}: missing; expected SGLang's JSONL written by --output-file")
     levels: dict[int, Level] = {}
-    notes: list[str] = []
-    text = path.read_text(encoding="utf-8", errors="replace")
+    lines: dict[int, list[int]] = {}
+    text = read_text(path, "SGLang's JSONL written by --output-file")
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -106,12 +168,21 @@ def parse_results(path: Path) -> tuple[dict[int, Level], list[str]]:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ReportError(f"{where}: max_concurrency is {json.dumps(concurrency)}; expected a positive "
                               "integer (run the benchmark with --max-concurrency)")
-        if concurrency in levels:
-            notes.append(f"{path.name}: concurrency {concurrency} measured twice; line {lineno} kept")
+        lines.setdefault(concurrency, []).append(lineno)
         levels[concurrency] = Level(concurrency, *(_number(record[key], where, key) for key in REQUIRED_KEYS[1:]))
     if not levels:
         raise ReportError(f"{path}: no results; expected one JSON line per concurrency level")
-    return levels, notes
+    return levels, lines
+
+
+def repeats_note(label: str, name: str, lines: dict[int, list[int]]) -> Optional[str]:
+    """One note for every level a run measured more than once, or None."""
+    repeated = [f"{concurrency} (lines {', '.join(map(str, numbers))})"
+                for concurrency, numbers in sorted(lines.items()) if len(numbers) > 1]
+    if not repeated:
+        return None
+    return (f"{label}: {name} has more than one line for concurrency {', '.join(repeated)}; "
+            "the last line of each is reported")
 
 
 def _reading(value: str, where: str, name: str) -> Optional[float]:
@@ -123,8 +194,8 @@ def _reading(value: str, where: str, name: str) -> Optional[float]:
     except ValueError:
         raise ReportError(f"{where}: {name} is {value!r}; expected a number "
                           "(nvidia-smi --format=csv,noheader,nounits)") from None
-    if not math.isfinite(number):
-        raise ReportError(f"{where}: {name} is {value!r}; expected a finite number")
+    if not math.isfinite(number) or number < 0:
+        raise ReportError(f"{where}: {name} is {value!r}; expected a finite number of 0 or more")
     return number
 
 
@@ -133,7 +204,7 @@ def parse_power(path: Path) -> dict[str, Any]:
     power: list[float] = []
     utilization: list[float] = []
     gpus: set[str] = set()
-    for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+    for lineno, line in enumerate(read_text(path, "nvidia-smi's samples").splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
@@ -165,17 +236,22 @@ def read_run(directory: Path) -> Run:
     if not directory.is_dir():
         raise ReportError(f"{directory}: no such run directory; expected a directory from playbooks/bench.yml "
                           "holding results.jsonl")
-    levels, notes = parse_results(directory / "results.jsonl")
+    levels, lines = parse_results(directory / "results.jsonl")
     label = directory.name
     run_json = directory / "run.json"
-    if run_json.is_file():
+    if os.path.lexists(run_json):
         try:
-            meta = json.loads(run_json.read_text(encoding="utf-8"))
+            meta = json.loads(read_text(run_json, "the run's description from playbooks/bench.yml"))
         except json.JSONDecodeError as exc:
             raise ReportError(f"{run_json}:{exc.lineno}: not JSON ({exc.msg})") from None
         if isinstance(meta, dict) and isinstance(meta.get("label"), str) and meta["label"].strip():
             label = meta["label"].strip()
-    for csv in sorted(directory.iterdir()):
+    notes = [note for note in [repeats_note(label, "results.jsonl", lines)] if note]
+    try:
+        entries = sorted(directory.iterdir())
+    except OSError as exc:
+        raise ReportError(f"{directory}: cannot be listed ({exc.strerror})") from None
+    for csv in entries:
         match = POWER_FILE_RE.match(csv.name)
         if not match:
             continue
@@ -244,26 +320,27 @@ def render_markdown(runs: list[Run]) -> str:
     if power:
         head.append("Mean GPU power W")
     if compare:
-        head.append(f"Total vs {runs[0].label}")
+        head.append(f"Total vs {md_text(runs[0].label)}")
     lines = [
         "# SGLang serving benchmark",
         "",
-        "Runs: " + ", ".join(f"`{run.label}` ({run.directory})" for run in runs) + ".",
+        "Runs: " + ", ".join(f"{md_code(run.label)} ({md_text(run.directory)})" for run in runs) + ".",
     ]
     if compare:
-        lines.append(f"Ratios: total throughput of each run divided by `{runs[0].label}`'s at the same concurrency.")
+        lines.append(f"Ratios: total throughput of each run divided by {md_code(runs[0].label)}'s "
+                     "at the same concurrency.")
     if power:
         lines.append("Power: mean draw per GPU over the samples taken while that level ran (nvidia-smi, 1 s).")
     lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in table_rows(runs):
         if row["present"]:
-            cells = [str(row["concurrency"]), row["run"], _fmt(row["total_throughput"], 1),
+            cells = [str(row["concurrency"]), md_text(row["run"]), _fmt(row["total_throughput"], 1),
                      _fmt(row["output_throughput"], 1), _fmt(row["mean_ttft_ms"], 1),
                      _fmt(row["p99_ttft_ms"], 1), _fmt(row["p99_itl_ms"], 2)]
             if power:
                 cells.append(_fmt(row["power_w"], 0) if row["power_w"] is not None else "not sampled")
         else:
-            cells = [str(row["concurrency"]), row["run"], "not run at this concurrency"] + [""] * (4 + int(power))
+            cells = [str(row["concurrency"]), md_text(row["run"]), "not run at this concurrency"] + [""] * (4 + int(power))
         if compare:
             cells.append("" if "ratio" not in row else (row["ratio"] or "-"))
         lines.append("| " + " | ".join(cells) + " |")
@@ -273,7 +350,7 @@ def render_markdown(runs: list[Run]) -> str:
         if compare and len(only) < len(runs):
             notes.append(f"concurrency {concurrency}: only in {', '.join(only)}")
     if notes:
-        lines += ["", "Notes:", ""] + [f"- {note}" for note in notes]
+        lines += ["", "Notes:", ""] + [f"- {md_text(note)}" for note in notes]
     return "\n".join(lines) + "\n"
 
 
@@ -290,7 +367,7 @@ def render_plot(runs: list[Run], title: str = "SGLang serving benchmark") -> byt
     top = axes[0][0]
     for run in runs:
         xs = sorted(run.levels)
-        top.plot(xs, [run.levels[c].total_throughput for c in xs], marker="o", label=run.label)
+        top.plot(xs, [run.levels[c].total_throughput for c in xs], marker="o", label=plot_label(run.label))
     top.set_ylabel("total throughput (tok/s)")
     top.set_title(title)
     top.grid(True, alpha=0.3)
@@ -300,7 +377,7 @@ def render_plot(runs: list[Run], title: str = "SGLang serving benchmark") -> byt
         for run in runs:
             xs = [c for c in sorted(run.levels) if run.levels[c].power_w is not None]
             if xs:
-                bottom.plot(xs, [run.levels[c].power_w for c in xs], marker="s", label=run.label)
+                bottom.plot(xs, [run.levels[c].power_w for c in xs], marker="s", label=plot_label(run.label))
         bottom.set_ylabel("mean power per GPU (W)")
         bottom.grid(True, alpha=0.3)
         bottom.legend()
@@ -324,7 +401,7 @@ def level_summary(run_dir: Path, concurrency: int) -> str:
                           "the benchmark wrote no result for this level")
     level = levels[concurrency]
     csv = run_dir / f"power-{concurrency}.csv"
-    power = parse_power(csv)["power_w"] if csv.is_file() else None
+    power = parse_power(csv)["power_w"] if os.path.lexists(csv) else None
     watts = "not sampled" if power is None else f"{power:.0f} W per GPU"
     return (f"concurrency {concurrency}: {level.total_throughput:.1f} tok/s total, "
             f"p99 TTFT {level.p99_ttft_ms:.1f} ms, mean power {watts}")
