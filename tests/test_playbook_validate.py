@@ -218,3 +218,16 @@ def test_later_tasks_read_the_effective_values_only():
     prove = (ROLE / "tasks" / "prove.yml").read_text()
     assert "sglang_server_effective.ready_url" in prove and "sglang_server_effective.tp_size" in prove
     assert "sglang_autotune_result.enabled)" in prove
+
+
+@pytest.mark.parametrize("extra", [
+    {"sglang_server_extra_flags": {"api-key\u00a0": SECRET}},
+    {"sglang_server_extra_flags": {"--port": 70000}},
+    {"sglang_server_unit_name": "sglang.service"},
+])
+def test_check_mode_refuses_the_same(tmp_path, extra):
+    real = validate(tmp_path / "real", "0.5.12", "-e", json.dumps(extra), "-v")
+    check = validate(tmp_path / "check", "0.5.12", "-e", json.dumps(extra), "-v", "--check", "--diff")
+    assert real.status == check.status == "failed"
+    assert real.failures == check.failures and real.failures
+    assert SECRET not in real.stdout + check.stdout
