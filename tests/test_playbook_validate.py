@@ -8,11 +8,16 @@ spelled as that version wants, and fails clearly on invalid flags.
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import run_playbook, sglang_wheel
+import yaml
+from conftest import REPO, run_playbook, sglang_wheel, tree_digest
+
+SECRET = "sk-hostile-0123456789"
+ROLE = REPO / "roles" / "sglang_server"
 
 
 def unpack_flag_sources(version: str, dest: Path) -> Path:
@@ -27,13 +32,13 @@ def unpack_flag_sources(version: str, dest: Path) -> Path:
     return dest / "sglang"
 
 
-def validate(tmp_path: Path, version: str, *extra: str):
-    package = unpack_flag_sources(version, tmp_path / "tree")
+def validate(tmp_path: Path, version: str, *extra: str, package: Path | None = None):
+    package = package or unpack_flag_sources(version, tmp_path / "tree")
     private = tmp_path / "runner"
     private.mkdir()
-    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "tree").rglob("*"))
+    before = tree_digest(package.parent)
     run = run_playbook(private, "validate.yml", ["-e", f"sglang_package_dir={package}", *extra])
-    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "tree").rglob("*")) == before
+    assert tree_digest(package.parent) == before
     return run
 
 
@@ -91,25 +96,138 @@ def test_unit_out_written_for_review_without_the_secret(tmp_path):
     assert run.status == "successful", run.stdout
     text = out.read_text()
     assert '"--served-model-name" "glm 100%% $$HOME"' in text
-    assert '"--api-key" ${SGLANG_SERVER_API_KEY}' in text
+    # SGLang reads the key from a 0600 file with --config: not on its command line.
+    assert '"--config" "/etc/sglang/sglang.secrets.yaml"' in text
+    assert "api-key" not in text and "${" not in text
     assert '"--dsa-prefill-backend" "trtllm"' in text
     assert "sk-never-shown" not in text and "sk-never-shown" not in run.stdout
-    assert "--api-key ${SGLANG_SERVER_API_KEY}" in run.stdout
+    assert "The API key is in /etc/sglang/sglang.secrets.yaml (0600, sglang)" in " ".join(run.stdout.split())
 
 
-@pytest.mark.parametrize(("extra", "message"), [
+def test_release_without_config_keeps_the_environment_way_and_says_so(tmp_path):
+    package = unpack_flag_sources("0.5.12", tmp_path / "tree")
+    server_args = package / "srt" / "server_args.py"
+    text = server_args.read_text()
+    assert text.count('"--config",') == 1
+    server_args.write_text(text.replace('"--config",', '"--config-gone-in-this-test",'))
+    out = tmp_path / "review" / "sglang.service"
+    out.parent.mkdir()
+    extra = json.dumps({"sglang_server_unit_out": str(out), "sglang_server_api_key": SECRET})
+    run = validate(tmp_path, "0.5.12", "-e", extra, "--diff", "-v", package=package)
+    assert run.status == "successful", run.stdout
+    unit = out.read_text()
+    assert '"--api-key" ${SGLANG_SERVER_API_KEY}' in unit and "--config" not in unit
+    flat = " ".join(run.stdout.split())
+    assert "SGLang 0.5.12 has no --config: the API key is in the 0600 environment file" in flat
+    assert "--api-key ${SGLANG_SERVER_API_KEY}" in flat
+    assert SECRET not in run.stdout and SECRET not in unit
+
+
+def test_effective_flags_from_every_way_in(tmp_path):
+    extra = json.dumps({"sglang_server_extra_flags": {"--tp-size": 4, "port": 31000, "host": "0.0.0.0"},
+                        "sglang_server_unit_out": str(tmp_path / "sglang.service")})
+    run = validate(tmp_path, "0.5.23", "-e", extra, "-v")
+    assert run.status == "successful", run.stdout
+    effective = run.facts["sglang_server_effective"]
+    assert (effective["tp_size"], effective["port"], effective["host"]) == (4, 31000, "0.0.0.0")
+    assert effective["ready_url"] == "http://127.0.0.1:31000/health_generate"
+    unit = " ".join((tmp_path / "sglang.service").read_text().replace("\\\n", " ").split())
+    assert '"--tp-size" "4"' in unit and '"--port" "31000"' in unit and '"--host" "0.0.0.0"' in unit
+    assert unit.count('"--tp-size"') == 1 and '"--port" "30000"' not in unit
+
+
+BAD = [
     ({"sglang_server_port": 70000}, "sglang_server_port must be a port number 1-65535, got 70000"),
     ({"sglang_server_tp_size": 0}, "sglang_server_tp_size must be an integer >= 1, got 0"),
     ({"sglang_server_host": "0.0.0.0 ::"}, "sglang_server_host must be one IP address or host name"),
     ({"sglang_server_served_model_name": "glm-5\n"}, "contains the control character '\\n'"),
     ({"sglang_server_environment": {"X": "a\nExecStartPre=/bin/sh"}},
      "sglang_server_environment['X'] contains the control character"),
-    ({"sglang_server_extra_flags": {"api-key": "sk-in-a-flag"}}, "through sglang_server_api_key (Ansible Vault)"),
-])
+    ({"sglang_server_environment": {"BAD NAME": "x"}}, "'BAD NAME' is not an environment variable name"),
+    ({"sglang_server_extra_flags": {"api-key": SECRET}}, "through sglang_server_api_key (Ansible Vault)"),
+    ({"sglang_server_extra_flags": {"--api-key": SECRET}}, "through sglang_server_api_key (Ansible Vault)"),
+    ({"sglang_server_extra_flags": {"api-key ": SECRET}}, "key 'api-key ' is not a flag name: it has U+0020"),
+    ({"sglang_server_extra_flags": {"api-key\u00a0": SECRET}}, "it has U+00A0 (no-break space) at position 7"),
+    ({"sglang_server_extra_flags": {"api-key\t": SECRET}}, "it has U+0009"),
+    ({"sglang_server_extra_flags": {"port": 70000}},
+     "sglang_server_extra_flags['port'] must be a port number 1-65535, got 70000"),
+    ({"sglang_server_extra_flags": {"port": 0}}, "sglang_server_extra_flags['port'] must be a port number"),
+    ({"sglang_server_extra_flags": {"tp-size": 0}}, "sglang_server_extra_flags['tp-size'] must be an integer >= 1"),
+    ({"sglang_server_extra_flags": {"host": "a b,c"}},
+     "sglang_server_extra_flags['host'] must be one IP address or host name, got 'a b,c'"),
+    ({"sglang_server_extra_flags": {"model-path": None}}, "--model-path cannot be left out"),
+    ({"sglang_server_unit_name": "sglang.service"}, "sglang_server_unit_name must be a unit name systemd accepts"),
+    ({"sglang_server_unit_name": "sglang@x"}, "got 'sglang@x'"),
+    ({"sglang_server_unit_name": "-sglang"}, "got '-sglang'"),
+    ({"sglang_server_ready_path": "health"}, "sglang_server_ready_path must be a URL path starting with '/'"),
+    ({"sglang_server_python": "/opt/my venv/bin/python"}, "sglang_server_python must be an absolute path"),
+    ({"sglang_server_start": "maybe"}, "sglang_server_start is 'maybe'; expected auto, true or false"),
+    # The argument spec, as the deploy's main entry point checks it:
+    ({"sglang_server_port": "port"}, "sglang_server_port"),
+    ({"sglang_server_extra_flags": ["port", 1]}, "sglang_server_extra_flags"),
+    ({"sglang_server_wait_ready": "maybe"}, "sglang_server_wait_ready"),
+]
+
+
+@pytest.mark.parametrize(("extra", "message"), BAD, ids=[json.dumps(e)[:60] for e, _ in BAD])
 def test_bad_settings_refused_before_anything_is_written(tmp_path, extra, message):
-    out = tmp_path / "sglang.service"
-    run = validate(tmp_path, "0.5.12", "-e", json.dumps({**extra, "sglang_server_unit_out": str(out)}))
+    out = tmp_path / "review" / "sglang.service"
+    out.parent.mkdir()
+    before = tree_digest(out.parent)
+    run = validate(tmp_path, "0.5.12", "-e", json.dumps({**extra, "sglang_server_unit_out": str(out),
+                                                         "sglang_server_api_key": SECRET}), "-v", "--diff")
     assert run.status == "failed"
     assert message in " ".join(run.failures), run.failures
-    assert not out.exists()
-    assert "sk-in-a-flag" not in " ".join(run.failures)
+    assert tree_digest(out.parent) == before
+    assert SECRET not in run.stdout
+
+
+def test_argument_spec_failure_names_it(tmp_path):
+    run = validate(tmp_path, "0.5.12", "-e", json.dumps({"sglang_server_port": "port"}))
+    assert run.status == "failed"
+    assert "Validating arguments against arg spec 'validate'" in run.stdout
+    assert "argument 'sglang_server_port' is of type str and we were unable to convert to int" in " ".join(
+        run.failures), run.failures
+
+
+# --------------------------------------------------------------------------
+# One check: the deploy and playbooks/validate.yml run the same files
+# --------------------------------------------------------------------------
+
+
+def test_validate_playbook_runs_the_deploy_checks():
+    specs = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    assert specs["validate"]["options"] == specs["main"]["options"]
+    play = yaml.safe_load((REPO / "playbooks" / "validate.yml").read_text())
+    (task,) = play[0]["tasks"]
+    assert task["ansible.builtin.include_role"] == {"name": "sglang_server", "tasks_from": "validate"}
+    main = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
+    assert main[0]["ansible.builtin.include_tasks"] == "validate.yml"
+
+
+def test_later_tasks_read_the_effective_values_only():
+    """The wait, the proof and the unit read sglang_server_effective; the variables only feed it."""
+    for path in sorted((ROLE / "tasks").glob("*.yml")) + sorted((ROLE / "templates").glob("*.j2")):
+        text = path.read_text()
+        if path.name == "validate.yml":
+            continue
+        assert not re.search(r"sglang_server_(port|host|tp_size|model_path|flags)\b", text), path
+        assert "sglang_server_autotune_expected" not in text, path
+        # no re-deriving from -e autotune: the variable, piped or printed, is not read here
+        assert not re.search(r"(?<![\w.])autotune\s*(\||}}|\)|is\b|==)", text), path
+    prove = (ROLE / "tasks" / "prove.yml").read_text()
+    assert "sglang_server_effective.ready_url" in prove and "sglang_server_effective.tp_size" in prove
+    assert "sglang_autotune_result.enabled)" in prove
+
+
+@pytest.mark.parametrize("extra", [
+    {"sglang_server_extra_flags": {"api-key\u00a0": SECRET}},
+    {"sglang_server_extra_flags": {"--port": 70000}},
+    {"sglang_server_unit_name": "sglang.service"},
+])
+def test_check_mode_refuses_the_same(tmp_path, extra):
+    real = validate(tmp_path / "real", "0.5.12", "-e", json.dumps(extra), "-v")
+    check = validate(tmp_path / "check", "0.5.12", "-e", json.dumps(extra), "-v", "--check", "--diff")
+    assert real.status == check.status == "failed"
+    assert real.failures == check.failures and real.failures
+    assert SECRET not in real.stdout + check.stdout

@@ -373,6 +373,56 @@ def test_unrecognised_layout_fails_clearly(tmp_path):
 
 
 # --------------------------------------------------------------------------
+# Required flags, --config, names taken as given (issue 17, items 2 and 11)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_required_flags_and_config_per_version(flags_of, version):
+    flags = flags_of(version)
+    # add_argument(..., required=True) up to 0.5.13; a field without a default from 0.5.14.
+    assert [name for name, spec in flags.items() if spec.required] == ["model-path"]
+    assert not flags["config"].is_switch  # the YAML file the API key is passed in
+
+
+@pytest.mark.parametrize("version", ["0.5.6", "0.5.13", "0.5.14", "0.5.23"])
+@pytest.mark.parametrize(("change", "why"), [
+    ({"model-path": None}, "the profile drops it (model-path: None)"),
+    ({"model-path": False}, "the profile drops it (model-path: False)"),
+    ({"model-path": None, "model": False}, "the profile drops it (model-path: None)"),
+    ({"drop": True}, "the profile leaves it out"),
+])
+def test_required_flag_cannot_be_dropped(flags_of, version, change, why):
+    profile = {k: v for k, v in {**DEFAULT_PROFILE, "nsa-prefill-backend": None,
+                                 "nsa-decode-backend": None, **change}.items() if k != "drop"}
+    if "drop" in change:
+        del profile["model-path"]
+    error = rejected_required(flags_of(version), profile)
+    assert error.problems == [f"--model-path is required by SGLang {version} and {why}; set it "
+                              "(for --model-path: sglang_server_model_path)"]
+    profile.pop("model-path", None)
+    profile.pop("model", None)
+    assert sf.resolve_profile(flags_of(version), profile).argv  # only with require=True
+
+
+def test_required_flag_given_by_its_alias(flags_of):
+    result = sf.resolve_profile(flags_of("0.5.23"), {"model": "/m"}, require=True)
+    assert result.argv == ["--model-path", "/m"]
+
+
+@pytest.mark.parametrize("name", ["api-key ", " tp-size", "tp-size\u00a0", "tp-size\t"])
+def test_names_taken_as_given(flags_of, name):
+    error = rejected(flags_of("0.5.23"), {name: "x"})
+    assert error.problems[0].startswith(f"--{name} is not a flag of SGLang 0.5.23")
+
+
+def rejected_required(flags, profile) -> sf.FlagError:
+    with pytest.raises(sf.FlagError) as info:
+        sf.resolve_profile(flags, profile, require=True)
+    return info.value
+
+
+# --------------------------------------------------------------------------
 # The Ansible module, once, through ansible-playbook
 # --------------------------------------------------------------------------
 

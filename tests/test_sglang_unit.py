@@ -139,43 +139,58 @@ def test_environment_file_refusals_name_the_variable(env, message):
     assert message in str(exc.value)
 
 
-GOOD = {
-    "sglang_server_port": 30000, "sglang_server_tp_size": 8, "sglang_server_host": "127.0.0.1",
-    "sglang_server_user": "sglang", "sglang_server_group": "sglang", "sglang_server_unit_name": "sglang",
-    "sglang_server_flags": {"tp-size": 8, "served-model-name": "glm-5"},
-    "sglang_server_environment": {"NCCL_IB_DISABLE": "1"}, "sglang_server_api_key": "k",
-}
+# --------------------------------------------------------------------------
+# The API key file SGLang reads with --config (issue 17, item 11)
+# --------------------------------------------------------------------------
+
+CONFIG_RELEASES = [f"0.5.{n}" for n in range(7, 24)]
+NASTY_KEYS = ['sk-$ecret%h"q', "a\\b", "two words", "#not-a-comment", "it's", "é😀", "{[,]}: x",
+              "null", "true", "123", "0x1f", "~", "${HOME}", "  padded  "]
 
 
-def test_good_settings_pass():
-    assert su.server_problems(GOOD) == []
+def real_config_merger(version: str, tmp_path: Path):
+    """SGLang's own ConfigArgumentMerger, from the release's wheel (it needs only PyYAML)."""
+    import importlib.util
+    import zipfile
+
+    from conftest import sglang_wheel
+
+    with zipfile.ZipFile(sglang_wheel(version)) as wheel:
+        names = [n for n in wheel.namelist() if n.endswith("/server_args_config_parser.py")
+                 and "multimodal" not in n]
+        assert len(names) == 1, names
+        source = tmp_path / f"config_parser_{version.replace('.', '_')}.py"
+        source.write_bytes(wheel.read(names[0]))
+        server_args = wheel.read("sglang/srt/server_args.py").decode()
+        launch = wheel.read("sglang/launch_server.py").decode()
+    spec = importlib.util.spec_from_file_location(source.stem, source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ConfigArgumentMerger, server_args, launch
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"sglang_server_port": -1}, "sglang_server_port must be a port number 1-65535, got -1"),
-    ({"sglang_server_port": 70000}, "got 70000"),
-    ({"sglang_server_port": "http"}, "got 'http'"),
-    ({"sglang_server_tp_size": 0}, "sglang_server_tp_size must be an integer >= 1, got 0"),
-    ({"sglang_server_host": "127.0.0.1 10.0.0.1"}, "sglang_server_host must be one IP address or host name"),
-    ({"sglang_server_host": "http://x"}, "sglang_server_host"),
-    ({"sglang_server_user": "sglang\nExecStartPre=/bin/sh"}, "sglang_server_user contains the control character"),
-    ({"sglang_server_user": "root user"}, "sglang_server_user must be a plain user or group name"),
-    ({"sglang_server_api_key": "k\n"}, "sglang_server_api_key contains the control character '\\n'"),
-    ({"sglang_server_flags": {"api-key": "k"}}, "--api-key (from sglang_server_extra_flags or sglang_server_profile)"),
-    ({"sglang_server_flags": {"admin-api-key": "k"}}, "sglang_server_api_key (Ansible Vault)"),
-    ({"sglang_server_flags": {"served-model-name": "glm\n"}},
-     "sglang_server_flags['served-model-name'] contains the control character"),
-])
-def test_bad_settings_are_named(change, message):
-    problems = su.server_problems({**GOOD, **change})
-    assert any(message in p for p in problems), problems
+@pytest.mark.parametrize("version", CONFIG_RELEASES)
+def test_every_release_reads_the_key_file_verbatim(tmp_path, version):
+    merger, server_args, launch = real_config_merger(version, tmp_path)
+    # python -m sglang.launch_server hands its argv to prepare_server_args, which merges --config.
+    assert "prepare_server_args(sys.argv[1:])" in launch
+    assert 'if "--config" in argv:' in server_args
+    for index, key in enumerate(NASTY_KEYS):
+        path = tmp_path / f"key{index}.secrets.yaml"
+        path.write_text(su.config_file_text("api-key", key), encoding="utf-8")
+        argv = merger(boolean_actions=[]).merge_config_with_args(
+            ["--model-path", "/m", "--config", str(path), "--port", "30000"])
+        assert argv == ["--api-key", key, "--model-path", "/m", "--port", "30000"], (version, key)
 
 
-def test_secret_value_never_in_the_message():
-    problems = su.server_problems({**GOOD, "sglang_server_api_key": "sk-very-secret\n"})
-    assert problems and not any("sk-very-secret" in p for p in problems)
+@pytest.mark.parametrize("char", ["\u00a0", "\u2028", "\x85", "\ufeff", "\n", "\x00", "\ud800"])
+def test_key_file_refuses_what_yaml_would_change(char):
+    with pytest.raises(su.UnitError, match=f"U\\+{ord(char):04X}, which YAML would not read back") as info:
+        su.config_file_text("api-key", f"sk-secret{char}x")
+    assert "sk-secret" not in str(info.value)
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "::", "::1", "fe80::1", "gpu-node.example.org", "localhost"])
-def test_single_hosts_accepted(host):
-    assert su.host_ok(host)
+def test_config_argv_in_the_unit_carries_no_key():
+    text = su.exec_start("/venv/bin/python", ["--port", "30000", "--config", "/etc/sglang/sglang.secrets.yaml"])
+    assert text.endswith('"--port" "30000" \\\n    "--config" "/etc/sglang/sglang.secrets.yaml"')
+    assert "api-key" not in text and "${" not in text

@@ -9,6 +9,11 @@ installed, possibly patched, gate with the AST: the gate function must list
 as SGLang does, says it is ready, and serves /health and /health_generate
 (and /v1/models, which needs the API key when one is given).
 
+Like SGLang's prepare_server_args, it reads options from the file given with
+--config and puts them before the command line's (the role writes that file
+as JSON, which is YAML; the venv here has no PyYAML). Like SGLang, it logs its
+arguments, the API key among them, so the scenario proves the role masks it.
+
 Failure behaviours for the tests, read from /etc/sglang-standin/mode at start:
   never_ready   serve, but answer 503 on the health endpoints forever
   crash         log the start line and exit 1
@@ -63,6 +68,16 @@ def version():
     return "unknown"
 
 
+def merged_argv(argv):
+    """argv with the --config file's options first, as SGLang's ConfigArgumentMerger does."""
+    if "--config" not in argv:
+        return argv
+    index = argv.index("--config")
+    data = json.loads(Path(argv[index + 1]).read_text(encoding="utf-8"))
+    config = [item for key, value in data.items() for item in (f"--{key}", str(value))]
+    return config + argv[:index] + argv[index + 2:]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tp-size", "--tp", type=int, default=1)
@@ -71,13 +86,16 @@ def main():
     parser.add_argument("--moe-runner-backend", default="auto")
     parser.add_argument("--disable-flashinfer-autotune", action="store_true")
     parser.add_argument("--api-key", default=None)
-    args, _ = parser.parse_known_args()
+    argv = merged_argv(sys.argv[1:])
+    args, _ = parser.parse_known_args(argv)
     mode = MODE_FILE.read_text().strip() if MODE_FILE.is_file() else "normal"
     shown = ["<redacted>" if before == "--api-key" else "--api-key=<redacted>"
              if arg.startswith("--api-key=") else arg
              for before, arg in zip(["", *sys.argv[1:]], sys.argv[1:])]
     log(f"stand-in launch_server: SGLang {version()} starting, pid {os.getpid()}, mode {mode}")
     log("stand-in argv: " + json.dumps(shown))
+    log(f"server_args=ServerArgs(tp_size={args.tp_size}, host={args.host!r}, port={args.port}, "
+        f"api_key={args.api_key!r})")
     if mode == "crash":
         log("stand-in: crashing at start as asked")
         sys.exit(1)

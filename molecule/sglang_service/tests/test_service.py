@@ -70,8 +70,9 @@ def test_unit_carries_the_validated_flags(host):
     flat = " ".join(text.replace("\\\n", " ").split())
     for flag in ('"--tp-size" "8"', '"--quantization" "modelopt_fp4"',
                  '"--moe-runner-backend" "flashinfer_cutlass"', '"--disable-cuda-graph"',
-                 '"--nsa-prefill-backend" "trtllm"', '"--api-key" ${SGLANG_SERVER_API_KEY}'):
+                 '"--nsa-prefill-backend" "trtllm"', '"--config" "/etc/sglang/sglang.secrets.yaml"'):
         assert flag in flat, flag
+    assert "api-key" not in text and "SGLANG_SERVER_API_KEY" not in text
     # systemd escaping: % and $ doubled, quotes and backslashes C-escaped.
     assert r'"glm-5 100%% $$HOME $${HOME} \"q\" ' + "'x' a\\\\b ;\"" in flat
     assert "User=sglang" in text and "Group=sglang" in text
@@ -95,14 +96,29 @@ def test_environment_file_is_private_and_in_systemd_syntax(host):
     assert (env.user, env.group, env.mode) == ("root", "root", 0o600)
     text = env.content_string
     assert 'HF_TOKEN="hf_molecule_not_a_secret"' in text
-    assert 'SGLANG_SERVER_API_KEY="sk-molecule-\\$ecret%h\\"q"' in text
     assert 'NCCL_IB_DISABLE="1"' in text
+    assert "SGLANG_SERVER_API_KEY" not in text and "sk-molecule" not in text  # in the key file
+
+
+def test_api_key_file_is_the_service_users_and_private(host):
+    key_file = host.file("/etc/sglang/sglang.secrets.yaml")
+    assert (key_file.user, key_file.group, key_file.mode) == ("sglang", "sglang", 0o600)
+    assert json.loads(key_file.content_string) == {"api-key": API_KEY}
+
+
+def test_api_key_not_on_the_server_command_line(host):
+    pid = host.check_output("systemctl show sglang.service --property=MainPID --value")
+    assert int(pid) > 0
+    cmdline = host.check_output("tr '\\0' '\\n' < /proc/%s/cmdline", pid).splitlines()
+    assert cmdline[cmdline.index("--config") + 1] == "/etc/sglang/sglang.secrets.yaml"
+    assert not any("sk-molecule" in word for word in cmdline) and "--api-key" not in cmdline
 
 
 def test_server_got_every_argument_verbatim(host):
     argv = standin_argv(current_journal(host))
     assert argv[argv.index("--served-model-name") + 1] == SERVED_NAME
-    assert argv[argv.index("--api-key") + 1] == "<redacted>"
+    assert argv[argv.index("--config") + 1] == "/etc/sglang/sglang.secrets.yaml"
+    assert "--api-key" not in argv
 
 
 def test_api_key_reaches_the_server(host):

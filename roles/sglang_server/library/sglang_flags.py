@@ -20,7 +20,8 @@ description:
     accepted; the canonical spelling is emitted.
   - Fails, listing every problem at once, on unknown flags (with the closest
     valid names), invalid choices (with the valid ones), a value given to a
-    switch, or a bare switch given to a flag that needs a value.
+    switch, a bare switch given to a flag that needs a value, or a flag SGLang
+    declares required (C(--model-path)) left out.
   - Never changes anything.
 options:
   package_dir:
@@ -115,6 +116,13 @@ env_flags:
   type: list
   elements: list
   sample: [["--api-key", "SGLANG_SERVER_API_KEY"]]
+config_flag:
+  description:
+    - How this release reads options from a YAML file (C(--config)), or empty where it has no
+      such flag; the service role passes the API key that way where it can.
+  returned: success
+  type: str
+  sample: --config
 runtime_parser:
   description: What SGLang's own parser said - agrees, not available, or not asked.
   returned: success
@@ -167,7 +175,7 @@ def run(module: AnsibleModule) -> None:
     package_dir = locate_package(module, params["package_dir"], params["python"])
     if package_dir is None:
         module.exit_json(changed=False, not_installed=True, argv=[], command_line="", notes=[],
-                         env_flags=[], version="not installed", flag_count=0,
+                         env_flags=[], config_flag="", version="not installed", flag_count=0,
                          msg="SGLang is not installed yet: check mode cannot validate the flags.")
     flags = params["flags"] or {}
     table = None
@@ -175,7 +183,7 @@ def run(module: AnsibleModule) -> None:
     static_error: Optional[FlagError] = None
     try:
         table = extract_flags(package_dir)
-        resolution = resolve_profile(table, flags)
+        resolution = resolve_profile(table, flags, require=True)
     except FlagError as exc:
         static_error = exc
     env_flags = []
@@ -205,6 +213,7 @@ def run(module: AnsibleModule) -> None:
             module.fail_json(msg="\n".join(verdict.problems), problems=problems,
                              package_dir=package_dir, changed=False)
     argv = verdict.argv or []
+    config = table.get("config") if table is not None else None
     module.exit_json(
         changed=False,
         package_dir=package_dir,
@@ -213,6 +222,7 @@ def run(module: AnsibleModule) -> None:
         command_line=shlex.join(argv),
         notes=(resolution.notes if resolution else []) + verdict.notes,
         env_flags=env_flags,
+        config_flag=f"--{config.name}" if config is not None and not config.is_switch else "",
         flag_count=len(table) if table is not None else 0,
         runtime_parser=("not asked" if runtime is None else "not available" if not runtime.available
                         else "decided" if table is None else "agrees"),

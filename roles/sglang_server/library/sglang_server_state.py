@@ -40,6 +40,13 @@ options:
     description: Journal lines of this invocation to show on failure.
     type: int
     default: 80
+  secrets:
+    description:
+      - Values masked wherever they appear in the result (SGLang logs its arguments, the API
+        key among them, and the failure message shows the journal).
+    type: list
+    elements: str
+    default: []
 author:
   - sglang-deploy project
 """
@@ -168,6 +175,7 @@ def main() -> None:
             url=dict(type="str"),
             timeout=dict(type="int", default=5400),
             journal_lines=dict(type="int", default=80),
+            secrets=dict(type="list", elements="str", default=[], no_log=True),
         ),
         required_if=[("wait", True, ("url",))],
         supports_check_mode=True,

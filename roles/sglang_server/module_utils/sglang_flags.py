@@ -99,7 +99,9 @@ class FlagSpec:
     ``choices`` is None when any value is accepted (or the list is computed at
     run time). ``nargs`` is argparse's nargs for flags that take values
     (None: exactly one). ``replacement`` is SGLang's own pointer for deprecated
-    flags, verbatim (e.g. ``--dsa-prefill-backend``).
+    flags, verbatim (e.g. ``--dsa-prefill-backend``). ``required``: SGLang's
+    parser refuses to start without it (``required=True``, or a dataclass field
+    without a default).
     """
 
     name: str
@@ -116,6 +118,7 @@ class FlagSpec:
     negates: Optional[str] = None
     choices_expr: Optional[str] = None
     source: str = ""
+    required: bool = False
 
     @property
     def spellings(self) -> list[str]:
@@ -487,8 +490,8 @@ class _Extractor:
     def add(self, names: list[str], kwargs: dict[str, ast.AST], mod: _Module, lineno: int,
             *, choices_override: Any = None, nargs_override: Any = None,
             type_name: Optional[str] = None, force_switch: Optional[bool] = None,
-            help_text: Optional[str] = None, scope: Optional[_Scope] = None
-            ) -> Optional[FlagSpec]:
+            help_text: Optional[str] = None, scope: Optional[_Scope] = None,
+            required: Optional[bool] = None) -> Optional[FlagSpec]:
         src = self.source
         options = [n for n in names if n.startswith("--")]
         if not options:
@@ -551,13 +554,15 @@ class _Extractor:
         choices = None if raw_choices is None else _choices(raw_choices)
         if type_name is None:
             type_name = _dotted(kwargs.get("type")) or "str"
+        if required is None:
+            required = src.value(kwargs.get("required"), mod, scope) is True
         rel = "sglang/" + mod.path.relative_to(src.package_dir).as_posix()
         spec = FlagSpec(
             name=canonical, aliases=aliases, choices=choices, is_switch=is_switch,
             deprecated=deprecated, replacement=replacement, nargs=nargs,
             value_type=type_name, dest=dest, removed=removed, ignored=ignored,
             choices_expr=None if choices_node is None else ast.unparse(choices_node)[:200],
-            source=f"{rel}:{lineno}",
+            source=f"{rel}:{lineno}", required=required and not is_switch,
         )
         self.flags[canonical] = spec
         if boolean_optional:
@@ -688,8 +693,23 @@ class _Extractor:
         if _dotted(inner) == "bool":
             self.add(names, kwargs, mod, line, force_switch=True, help_text=help_text)
             return
+        # Only scalar fields become required: Arg(required=True), or no default.
+        required = src.value(meta.get("required"), mod) if "required" in meta else None
+        if required is None or isinstance(required, _Unknown):
+            required = not self._has_default(stmt)
         self.add(names, kwargs, mod, line, nargs_override=nargs, force_switch=False,
-                 type_name=parser_name or self._scalar_type(inner), help_text=help_text)
+                 type_name=parser_name or self._scalar_type(inner), help_text=help_text,
+                 required=required is True)
+
+    @staticmethod
+    def _has_default(stmt: ast.AnnAssign) -> bool:
+        """Whether a field has a default (a value, or field(default=/default_factory=))."""
+        value = stmt.value
+        if value is None:
+            return False
+        if isinstance(value, ast.Call) and _dotted(value.func).split(".")[-1] == "field":
+            return any(k.arg in ("default", "default_factory") for k in value.keywords)
+        return True
 
     @staticmethod
     def _scalar_type(node: ast.AST) -> str:
@@ -861,14 +881,16 @@ def _check_value(flag: str, spec: FlagSpec, value: Any) -> tuple[list[str], Opti
 
 
 def resolve_profile(flags: dict[str, FlagSpec], profile: dict[str, Any],
-                    version: Optional[str] = None) -> Resolution:
+                    version: Optional[str] = None, require: bool = False) -> Resolution:
     """Turn a profile {flag name without dashes: value} into argv for this SGLang.
 
     True: bare switch; False/None: left out (not checked, so a profile may keep
     a flag that some releases lack, switched off); a list: several values (flags
     with nargs only); anything else: one value. Known renames become the spelling this
-    release accepts (with a note). All problems are collected; any problem raises
-    FlagError listing every one.
+    release accepts (with a note). With ``require``, a flag SGLang declares
+    required (--model-path) must be given. Names are taken as given (one or two
+    leading dashes dropped), never stripped of whitespace: the caller normalises.
+    All problems are collected; any problem raises FlagError listing every one.
     """
     if version is None:
         version = getattr(flags, "version", "unknown")
@@ -880,7 +902,7 @@ def resolve_profile(flags: dict[str, FlagSpec], profile: dict[str, Any],
     all_names = sorted(index)
 
     for raw_name, value in profile.items():
-        name = str(raw_name).strip()
+        name = str(raw_name)
         if name.startswith("-"):
             name = name.lstrip("-")
         if value is None or value is False:
@@ -982,6 +1004,15 @@ def resolve_profile(flags: dict[str, FlagSpec], profile: dict[str, Any],
         else:
             argv += [f"--{flag}", *texts]
 
+    if require:
+        for spec in flags.values():
+            if spec.required and spec.name not in emitted:
+                dropped = [n for n in spec.spellings
+                           if n in profile and (profile[n] is None or profile[n] is False)]
+                why = (f"the profile drops it ({dropped[0]}: {profile[dropped[0]]!r})" if dropped
+                       else "the profile leaves it out")
+                problems.append(f"--{spec.name} is required by SGLang {version} and {why}; "
+                                "set it (for --model-path: sglang_server_model_path)")
     if problems:
         count = len(problems)
         raise FlagError(

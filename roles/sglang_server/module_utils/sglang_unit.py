@@ -17,20 +17,14 @@ Standard library only; the role's filter plugin is the thin adapter.
 
 from __future__ import annotations
 
-import ipaddress
+import json
 import re
 from typing import Any, Iterable, Mapping, Optional
 
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# A user or group name systemd accepts in User=/Group= (its "relaxed" rules
-# still refuse whitespace and control characters; we keep to the portable set).
-ACCOUNT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,30}[$]?$")
-UNIT_NAME_RE = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]*)?$")
-# Flags that carry a secret: they belong in the 0600 environment file.
-SECRET_FLAG_RE = re.compile(r"(^|-)(api-key|key|token|secret|password|passwd)($|-)")
-SECRET_HINT = ("set the secret through sglang_server_api_key (Ansible Vault): it goes only to the "
-               "0600 environment file and reaches the server as ${SGLANG_SERVER_API_KEY}")
+# The interpreter in ExecStart=: a plain absolute path, each part of the portable set.
+PROGRAM_RE = re.compile(r"(/(?!\.\.?(/|$))[A-Za-z0-9._+,:=@-]+)+")
 
 
 class UnitError(ValueError):
@@ -92,6 +86,14 @@ def exec_arg(arg: str) -> str:
     return f'"{text}"'
 
 
+def program_problem(program: Any, name: str = "the server's Python") -> Optional[str]:
+    """A message unless ``program`` is a plain absolute path systemd runs as written."""
+    if isinstance(program, str) and PROGRAM_RE.fullmatch(program):
+        return None
+    return (f"{name} must be an absolute path of letters, digits and '._+,:=@-' (no spaces, "
+            f"quotes, '%', '$', '.' or '..' parts, no trailing '/'), got {program!r}")
+
+
 def exec_start(program: str, argv: list[str], env_flags: Optional[list[list[str]]] = None) -> str:
     """The ExecStart= value: the program, then each flag with its values on a continued line.
 
@@ -99,10 +101,8 @@ def exec_start(program: str, argv: list[str], env_flags: Optional[list[list[str]
     environment file at start (``--api-key ${SGLANG_SERVER_API_KEY}``), so the
     secret never appears in the unit.
     """
-    problems = []
-    if not program.startswith("/") or re.search(r"[\s\"'\\%$]", program) or CONTROL_RE.search(program):
-        problems.append(f"the server's Python must be an absolute path without spaces, quotes, "
-                        f"'%' or '$', got {program!r}")
+    problem = program_problem(program)
+    problems = [problem] if problem else []
     for flag, variable in env_flags or []:
         if not ENV_NAME_RE.match(variable) or not flag.startswith("--"):
             problems.append(f"cannot pass {flag!r} from the environment variable {variable!r}")
@@ -151,58 +151,12 @@ def env_lines(environment: Mapping[str, Any], name: str = "sglang_server_environ
     return lines
 
 
-def _as_int(value: Any) -> Optional[int]:
-    if isinstance(value, bool):
-        return None
-    try:
-        return int(str(value).strip(), 10)
-    except ValueError:
-        return None
-
-
-def server_problems(settings: Mapping[str, Any]) -> list[str]:
-    """Every problem with the server's settings, before anything is rendered.
-
-    ``settings`` maps variable names to values: the ones checked by name are
-    sglang_server_port, _tp_size, _host, _user, _group, _unit_name and the
-    merged flags (sglang_server_flags: no secret-like flag); every value is
-    checked for control characters.
-    """
-    problems = control_problems(settings)
-    port = settings.get("sglang_server_port")
-    if port is not None and not (_as_int(port) is not None and 1 <= _as_int(port) <= 65535):
-        problems.append(f"sglang_server_port must be a port number 1-65535, got {port!r}")
-    tp_size = settings.get("sglang_server_tp_size")
-    if tp_size is not None and not (_as_int(tp_size) is not None and _as_int(tp_size) >= 1):
-        problems.append(f"sglang_server_tp_size must be an integer >= 1, got {tp_size!r}")
-    host = settings.get("sglang_server_host")
-    if host is not None and not host_ok(str(host)):
-        problems.append(f"sglang_server_host must be one IP address or host name, got {host!r} "
-                        "(e.g. 127.0.0.1, 0.0.0.0, ::1)")
-    for name in ("sglang_server_user", "sglang_server_group"):
-        value = settings.get(name)
-        if value is not None and not ACCOUNT_RE.match(str(value)):
-            problems.append(f"{name} must be a plain user or group name (letters, digits, "
-                            f"'_', '.', '-'), got {value!r}")
-    unit = settings.get("sglang_server_unit_name")
-    if unit is not None and not UNIT_NAME_RE.match(str(unit)):
-        problems.append(f"sglang_server_unit_name must be a unit name without '.service', got "
-                        f"{unit!r}")
-    flags = settings.get("sglang_server_flags") or {}
-    for flag in flags:
-        if SECRET_FLAG_RE.search(str(flag).lstrip("-")) and flags[flag] not in (None, False):
-            problems.append(f"--{str(flag).lstrip('-')} (from sglang_server_extra_flags or "
-                            "sglang_server_profile) carries a secret that would land in the unit "
-                            f"file and the play output: {SECRET_HINT}")
-    return list(dict.fromkeys(problems))
-
-
-def host_ok(host: str) -> bool:
-    """One address or DNS name: no spaces, no scheme, no port, no list."""
-    try:
-        ipaddress.ip_address(host)
-        return True
-    except ValueError:
-        pass
-    return bool(re.fullmatch(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-                             r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?", host))
+def config_file_text(flag: str, value: str) -> str:
+    """The YAML file SGLang reads with --config: one ``flag: value`` mapping, in JSON syntax
+    (JSON is YAML). Non-ASCII is written as is, not as \\u escapes (YAML would not join a
+    surrogate pair); printable characters only, so YAML reads back exactly ``value``."""
+    bad = next((c for c in value if not c.isprintable()), None)
+    if bad is not None:
+        raise UnitError([f"the value for --{flag} holds U+{ord(bad):04X}, which YAML would not "
+                         "read back unchanged"])
+    return json.dumps({flag: value}, ensure_ascii=False) + "\n"
