@@ -608,3 +608,21 @@ def test_a_tab_on_the_entry_line_with_record_is_refused_naming_the_line(sglang_t
     assert "\t" not in message and str(path) in message
     drop_record(package)  # without RECORD the file is what there is: patched
     assert planner.plan_edit(gate.inspect_gate(package), None, None, autotune=True).action == "enable"
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_a_bom_added_after_the_install(sglang_tree, record):
+    """With RECORD a BOM RECORD does not name is a difference, refused; without RECORD it is kept."""
+    package = sglang_tree("0.5.10")
+    path = gate_file(package)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    if not record:
+        drop_record(package)
+    report = gate.inspect_gate(package)
+    if record:
+        with pytest.raises(gate.GateError, match="is neither as shipped nor as shipped plus the one-line edit"):
+            planner.plan_edit(report, gate.shipped_digest(report), None, autotune=True)
+        return
+    plan = planner.plan_edit(report, None, None, autotune=True)
+    apply_plan(report, plan)
+    assert path.read_bytes().startswith(b"\xef\xbb\xbf") and sha(path) == plan.expect_sha256

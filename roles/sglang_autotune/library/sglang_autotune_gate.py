@@ -42,7 +42,7 @@ options:
     description:
       - Whether C(flashinfer_cutlass) should be autotuned.
       - A boolean, C(0) or C(1), or one of C(true), C(false), C(yes), C(no), C(on), C(off),
-        C(1), C(0) in any case: the spellings Ansible's argument spec and its C(bool) filter
+        C(1), C(0) in any case, the spellings Ansible's argument spec and its C(bool) filter
         read alike. Anything else fails before any change.
     type: raw
     default: true
