@@ -18,9 +18,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "roles" / "sglang_autotune" / "module_utils"))
 sys.path.insert(0, str(REPO / "module_utils"))
 
-# What ../shared/reference/sglang.md says of each release, checked by the tests.
+# What ../shared/reference/sglang.md says of each release (0.5.7: read from its wheel), checked by the tests.
 EXPECTED_STATE = {
     "0.5.6": ("absent", "srt/model_executor/model_runner.py"),
+    "0.5.7": ("commented", "srt/model_executor/model_runner.py"),
     "0.5.8": ("commented", "srt/model_executor/model_runner.py"),
     "0.5.10": ("commented", "srt/model_executor/model_runner.py"),
     "0.5.12": ("commented", "srt/model_executor/model_runner.py"),
