@@ -54,7 +54,7 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-action: {description: "C(none), C(reuse), C(rollback) or C(install).", returned: always, type: str}
+decision: {description: "What the run did: C(none), C(reuse), C(rollback) or C(install).", returned: always, type: str}
 current: {description: The install C(current) points at after the run., returned: always, type: str}
 previous: {description: The install C(current) pointed at before the run., returned: always, type: str}
 current_manifest: {description: The manifest of the current install., returned: always, type: dict}
@@ -238,7 +238,7 @@ def main() -> None:
                                       params["rollback"], params["rollback_to"])
     except VenvError as exc:
         module.fail_json(msg=str(exc))
-    result: dict = {"changed": False, "action": action, "previous": previous}
+    result: dict = {"changed": False, "decision": action, "previous": previous}
     installer = Installer(module)
     if action == "install":
         target = venv_name(params["request"], params["upgrade"], time.gmtime())
