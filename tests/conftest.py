@@ -24,6 +24,11 @@ ansible.module_utils.__path__.extend(
     [str(path) for path in sorted(REPO.glob("roles/*/module_utils"))] + [str(REPO / "module_utils")])
 sys.path.insert(0, str(REPO / "roles" / "sglang_autotune" / "module_utils"))
 sys.path.insert(0, str(REPO / "module_utils"))
+# Module_utils that import each other as ansible.module_utils.X (as AnsiballZ bundles
+# them) are reached the same way here, without an ImportError fallback in them.
+for _shipped in (REPO / "module_utils", REPO / "roles" / "sglang_server" / "module_utils"):
+    if str(_shipped) not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(str(_shipped))
 
 # What ../shared/reference/sglang.md says of each release (0.5.7: read from its wheel), checked by the tests.
 EXPECTED_STATE = {
@@ -94,6 +99,48 @@ def sglang_tree(tmp_path: Path):
 
     return make
 
+
+
+# What the static flag reader reads of a wheel: the package markers, srt/server_args.py,
+# srt/arg_groups/, the CUDA graph Backend constants (0.5.14+) and the dist-info METADATA.
+FLAG_SOURCES = {"sglang/__init__.py", "sglang/version.py", "sglang/_version.py",
+                "sglang/srt/__init__.py", "sglang/srt/server_args.py",
+                "sglang/srt/model_executor/cuda_graph_config.py"}
+
+
+@pytest.fixture(scope="module")
+def flag_sources(tmp_path_factory):
+    """Factory: version -> the sglang package dir of what the flag reader reads (once per module)."""
+    made: dict[str, Path] = {}
+
+    def make(version: str) -> Path:
+        if version not in made:
+            dest = tmp_path_factory.mktemp(f"sglang-{version}")
+            with zipfile.ZipFile(sglang_wheel(version)) as wheel:
+                for name in wheel.namelist():
+                    if (name in FLAG_SOURCES
+                            or name.startswith("sglang/srt/arg_groups/") and name.endswith(".py")
+                            or name == f"sglang-{version}.dist-info/METADATA"):
+                        wheel.extract(name, dest)
+            made[version] = dest / "sglang"
+        return made[version]
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def flags_of(flag_sources):
+    """Factory: version -> the static reader's flag table of that release (once per module)."""
+    from ansible.module_utils.sglang_argparse_reader import extract_flags
+
+    cache: dict = {}
+
+    def get(version: str):
+        if version not in cache:
+            cache[version] = extract_flags(flag_sources(version))
+        return cache[version]
+
+    return get
 
 
 def tree_digest(*roots: Path) -> dict[str, str]:

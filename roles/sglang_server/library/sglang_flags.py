@@ -10,7 +10,8 @@ short_description: Check SGLang server flags against the installed release (read
 description:
   - Finds the installed SGLang package, either from I(package_dir) or from the
     package that I(python) would import, and reads the server's command-line
-    flags from its source with Python's AST (SGLang and torch are not imported).
+    flags from its source with Python's AST (the module imports neither SGLang
+    nor torch).
   - Understands the three ways SGLang has declared its flags
     (C(parser.add_argument) calls up to 0.5.13; annotated C(ServerArgs) fields
     from 0.5.14; fields split over C(srt/arg_groups/fields/) from 0.5.23).
@@ -22,6 +23,8 @@ description:
     valid names), invalid choices (with the valid ones), a value given to a
     switch, a bare switch given to a flag that needs a value, or a flag SGLang
     declares required (C(--model-path)) left out.
+  - Where I(python) can import SGLang (a full install), SGLang's own parser is
+    asked too, and it leads; see I(runtime_check).
   - Never changes anything.
 options:
   package_dir:
@@ -30,7 +33,8 @@ options:
   python:
     description:
       - Python interpreter of the SGLang virtualenv; used to locate the package
-        when I(package_dir) is not given. The package is found, not imported.
+        when I(package_dir) is not given (found, not imported), and to run SGLang's
+        own parser (I(runtime_check)).
     type: path
   flags:
     description:
@@ -42,17 +46,18 @@ options:
   env_flags:
     description:
       - Flags whose value systemd takes from the environment file at start, flag name
-        without dashes -> environment variable (C(api-key: SGLANG_SERVER_API_KEY)). Their
+        without dashes -> environment variable (C(api-key) -> C(SGLANG_SERVER_API_KEY)). Their
         spelling is checked like I(flags); the value never passes through this module.
     type: dict
     default: {}
   runtime_check:
     description:
-      - Also parse the effective argv with SGLang's own argument parser, run by I(python)
-        (needs SGLang's dependencies there; no GPU). The two checks must agree; where the
-        static reader cannot read the layout, SGLang's parser decides, with a warning.
-      - Not done in check mode or with I(package_dir); where SGLang cannot be imported
-        (CI, --no-deps installs) the static reader decides, with a note.
+      - Also ask SGLang's own argument parser, run by I(python) (needs SGLang's dependencies
+        there; no GPU; read-only, so in check mode too). Where it can run it leads - a
+        disagreement with the static reader is one message, the failure where SGLang's parser
+        refuses the flags, a warning where it accepts what the static reader refused.
+      - Not done with I(package_dir). Where SGLang cannot be imported (the demo, C(--no-deps)
+        installs, CI) the static reader decides, with a note.
     type: bool
     default: true
 author:
@@ -124,7 +129,9 @@ config_flag:
   type: str
   sample: --config
 runtime_parser:
-  description: What SGLang's own parser said - agrees, not available, or not asked.
+  description:
+    - What SGLang's own parser said - C(agrees), C(decided) (it accepted what the static reader
+      refused), C(not available) (it cannot be imported here), or C(not asked).
   returned: success
   type: str
 problems:
@@ -134,40 +141,34 @@ problems:
   elements: str
 """
 
+import inspect
 import json
 import shlex
-from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
+from ansible.module_utils import sglang_parser_probe
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_flag_table import FlagError
 from ansible.module_utils.sglang_locate import (
     LOCATE_ARGUMENT_SPEC,
     LOCATE_REQUIRED_ONE_OF,
     locate_package,
-    sglang_version,
 )
-from ansible.module_utils.sglang_flags import (
-    FlagError,
-    extract_flags,
-    resolve_profile,
-)
-from ansible.module_utils.sglang_runtime_args import (
-    RUNTIME_CHECK,
-    RuntimeAnswer,
-    Verdict,
-    decide,
-    naive_argv,
-    parse_answer,
-)
+from ansible.module_utils.sglang_runtime_args import RuntimeAnswer, check_flags, parse_answer
 
 
-def runtime_answer(module: AnsibleModule, argv: list[str]) -> Optional[RuntimeAnswer]:
-    """SGLang's own parser on argv, where it may run; None where it is not asked."""
+def parser_asker(module: AnsibleModule) -> Optional[Callable[[list[str]], RuntimeAnswer]]:
+    """SGLang's own parser, run by the virtualenv's interpreter (read-only, so in check mode too)."""
     params = module.params
-    if not params["runtime_check"] or params["package_dir"] or module.check_mode:
+    if not params["runtime_check"] or params["package_dir"]:
         return None
-    rc, out, err = module.run_command([params["python"], "-c", RUNTIME_CHECK, json.dumps(argv)])
-    return parse_answer(rc, out, err)
+    probe = inspect.getsource(sglang_parser_probe)
+
+    def ask(argv: list[str]) -> RuntimeAnswer:
+        rc, out, err = module.run_command([params["python"], "-c", probe, json.dumps(argv)])
+        return parse_answer(rc, out, err)
+
+    return ask
 
 
 def run(module: AnsibleModule) -> None:
@@ -177,55 +178,24 @@ def run(module: AnsibleModule) -> None:
         module.exit_json(changed=False, not_installed=True, argv=[], command_line="", notes=[],
                          env_flags=[], config_flag="", version="not installed", flag_count=0,
                          msg="SGLang is not installed yet: check mode cannot validate the flags.")
-    flags = params["flags"] or {}
-    table = None
-    resolution = None
-    static_error: Optional[FlagError] = None
     try:
-        table = extract_flags(package_dir)
-        resolution = resolve_profile(table, flags, require=True)
+        checked = check_flags(package_dir, params["flags"] or {}, params["env_flags"] or {},
+                              parser_asker(module))
     except FlagError as exc:
-        static_error = exc
-    env_flags = []
-    for name, variable in (params["env_flags"] or {}).items():
-        spelled = f"--{name}"
-        if table is not None:
-            try:  # the placeholder only proves the spelling; systemd supplies the value
-                spelled = resolve_profile(table, {name: "from-environment"}).argv[0].split("=")[0]
-            except FlagError as exc:
-                static_error = static_error or exc
-        env_flags.append([spelled, variable])
-
-    fallback = naive_argv(flags)
-    runtime = runtime_answer(module, (resolution.argv if resolution else fallback)
-                             + [item for flag, _ in env_flags for item in (flag, "from-environment")])
-    if runtime is None:  # check mode, a bare package directory, or runtime_check=false
-        if static_error is not None:
-            module.fail_json(msg=str(static_error), problems=static_error.problems,
-                             package_dir=package_dir, changed=False)
-        verdict = Verdict(resolution.argv, [])
-    else:
-        verdict = decide(resolution.argv if resolution and static_error is None else None,
-                         str(static_error) if static_error else None, table is None, runtime, fallback)
-        if verdict.problems:
-            problems = (static_error.problems if static_error is not None and not runtime.available
-                        else verdict.problems)
-            module.fail_json(msg="\n".join(verdict.problems), problems=problems,
-                             package_dir=package_dir, changed=False)
-    argv = verdict.argv or []
-    config = table.get("config") if table is not None else None
+        module.fail_json(msg=str(exc), problems=exc.problems, package_dir=package_dir, changed=False)
+    if checked.warning:
+        module.warn(checked.warning)
     module.exit_json(
         changed=False,
         package_dir=package_dir,
-        version=table.version if table is not None else sglang_version(Path(package_dir)),
-        argv=argv,
-        command_line=shlex.join(argv),
-        notes=(resolution.notes if resolution else []) + verdict.notes,
-        env_flags=env_flags,
-        config_flag=f"--{config.name}" if config is not None and not config.is_switch else "",
-        flag_count=len(table) if table is not None else 0,
-        runtime_parser=("not asked" if runtime is None else "not available" if not runtime.available
-                        else "decided" if table is None else "agrees"),
+        version=checked.version,
+        argv=checked.argv,
+        command_line=shlex.join(checked.argv),
+        notes=checked.notes,
+        env_flags=checked.env_flags,
+        config_flag=checked.config_flag,
+        flag_count=checked.flag_count,
+        runtime_parser=checked.runtime_parser,
     )
 
 

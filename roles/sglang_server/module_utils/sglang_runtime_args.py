@@ -1,10 +1,17 @@
-"""SGLang's own argument parser as a second opinion, and how it agrees with the static reader.
+"""Which answer stands: SGLang's own parser where it can run, the static reader where it cannot.
 
-Where the target's virtualenv has SGLang with its dependencies, the module runs
-RUNTIME_CHECK with that interpreter: it builds SGLang's server parser
-(ServerArgs.add_cli_args, no GPU needed) and parses the effective argv. The
-static reader (sglang_flags) stays the only check in check mode, in
-playbooks/validate.yml and in CI, where SGLang cannot be imported.
+The rule, whole:
+
+* SGLang's parser could not run (not asked: check of a bare tree with
+  package_dir, runtime_check=false; or not importable: no torch, the demo,
+  ``--no-deps``): the static reader's answer stands.
+* It ran and agrees with the static reader: the static answer stands (its
+  argv is the one the parser accepted; its problems list every fault at once,
+  with the closest names and the valid choices).
+* It ran and disagrees: SGLang's parser leads, and the disagreement is one
+  message naming both answers: the failure where the parser refuses, a
+  warning where it accepts what the static reader refused (the flags are then
+  used as given).
 
 Standard library only.
 """
@@ -12,29 +19,18 @@ Standard library only.
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
 
-# Run as `python -c RUNTIME_CHECK ARGV_JSON`; prints one JSON object.
-RUNTIME_CHECK = r"""
-import argparse, json, sys
-def say(**kw):
-    print(json.dumps(kw)); sys.exit(0)
-try:
-    from sglang.srt.server_args import ServerArgs
-    class Parser(argparse.ArgumentParser):
-        def error(self, message):
-            raise ValueError(message)
-    parser = Parser(prog="sglang.launch_server")
-    ServerArgs.add_cli_args(parser)
-except Exception as exc:  # ImportError without torch, or a layout without add_cli_args
-    say(available=False, reason=f"{type(exc).__name__}: {exc}"[:500])
-try:
-    parser.parse_args(json.loads(sys.argv[1]))
-except (ValueError, SystemExit) as exc:
-    say(available=True, ok=False, error=str(exc)[:2000])
-say(available=True, ok=True)
-"""
+from ansible.module_utils.sglang_argparse_reader import extract_flags
+from ansible.module_utils.sglang_flag_table import FlagError, FlagTable
+from ansible.module_utils.sglang_locate import sglang_version
+from ansible.module_utils.sglang_profile import Resolution, flag_words, resolve_profile
+
+# Where systemd supplies the value from the environment file, the parser is given this instead.
+PLACEHOLDER = "from-environment"
 
 
 @dataclass
@@ -48,66 +44,118 @@ class RuntimeAnswer:
 
 
 def parse_answer(rc: int, stdout: str, stderr: str) -> RuntimeAnswer:
-    """The runtime check's output; anything unexpected means the parser was not available."""
+    """sglang_parser_probe's output; anything unexpected means the parser was not available."""
     try:
         data = json.loads(stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return RuntimeAnswer(available=False, reason=f"rc {rc}: {(stderr or stdout).strip()[-500:]}")
+    if not isinstance(data, dict):
+        return RuntimeAnswer(available=False, reason=f"rc {rc}: unexpected output {stdout[-200:]!r}")
     return RuntimeAnswer(available=bool(data.get("available")), ok=bool(data.get("ok")),
                          error=str(data.get("error", "")), reason=str(data.get("reason", "")))
 
 
 def naive_argv(flags: dict[str, Any]) -> list[str]:
-    """The profile as argv without the static reader's knowledge (for when it cannot read SGLang)."""
+    """The profile as argv, names as given: what SGLang's parser is asked where the static reader refused."""
     argv: list[str] = []
     for name, value in flags.items():
         if value is None or value is False:
             continue
-        argv.append(f"--{name}")
         if value is True:
-            continue
-        argv += [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+            argv.append(f"--{name}")
+        else:
+            argv += flag_words(name, [str(v) for v in value] if isinstance(value, (list, tuple))
+                               else [str(value)])
     return argv
 
 
 @dataclass
 class Verdict:
-    """The decision: which argv to use, notes, and the problems that fail the deploy."""
+    """The argv to use, its notes, a warning where the two readers disagree, and who decided."""
 
-    argv: Optional[list[str]]
+    argv: list[str]
     notes: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    warning: str = ""
+    runtime_parser: str = "not asked"
 
 
-def decide(static_argv: Optional[list[str]], static_error: Optional[str], layout_unreadable: bool,
-           runtime: RuntimeAnswer, fallback_argv: list[str]) -> Verdict:
-    """Combine the static reader and SGLang's parser.
+def decide(static: Union[Resolution, FlagError], runtime: Optional[RuntimeAnswer],
+           argv: list[str], version: str) -> Verdict:
+    """Apply the rule; raise FlagError where the flags cannot be used.
 
-    - parser not available: the static answer stands (as in check mode and CI);
-    - both accept, or both reject: agreed (the static message is the clearer one);
-    - they disagree: fail naming both answers;
-    - the static reader cannot read this layout: SGLang's parser decides, with a warning.
+    ``argv`` is what SGLang's parser was asked: the static argv where the
+    static reader accepted, else naive_argv.
     """
-    if not runtime.available:
-        note = f"SGLang's own parser is not available here ({runtime.reason}); the static reader decided"
-        if static_error is not None:
-            return Verdict(None, [note], [static_error])
-        return Verdict(static_argv, [note])
-    if layout_unreadable:
-        if runtime.ok:
-            return Verdict(fallback_argv, [
-                f"WARNING: the static reader cannot read this SGLang's flag layout ({static_error}); "
-                "SGLang's own parser accepted the flags as given, so they are used unchecked by "
-                "the static reader"])
-        return Verdict(None, [], [f"SGLang's own parser rejects the flags: {runtime.error} (the static "
-                                  f"reader cannot read this layout: {static_error})"])
-    if static_error is None and runtime.ok:
-        return Verdict(static_argv, ["SGLang's own parser agrees with the static reader"])
-    if static_error is not None and not runtime.ok:
-        return Verdict(None, [], [f"{static_error}\n(SGLang's own parser agrees: {runtime.error})"])
-    if static_error is None:
-        return Verdict(None, [], [f"the two checks disagree: the static reader accepts "
-                                  f"{' '.join(static_argv or [])!r}, SGLang's own parser rejects it: "
-                                  f"{runtime.error}"])
-    return Verdict(None, [], [f"the two checks disagree: SGLang's own parser accepts "
-                              f"{' '.join(fallback_argv)!r}, the static reader rejects it: {static_error}"])
+    if runtime is None or not runtime.available:
+        if isinstance(static, FlagError):
+            raise static
+        notes = list(static.notes)
+        if runtime is not None:
+            notes.append(f"SGLang's own parser cannot run here ({runtime.reason}); the static "
+                         "reader decided")
+        return Verdict(static.argv, notes, runtime_parser="not asked" if runtime is None
+                       else "not available")
+    if runtime.ok == isinstance(static, Resolution):
+        if isinstance(static, FlagError):
+            raise static
+        return Verdict(static.argv, list(static.notes), runtime_parser="agrees")
+    parser_says = ("SGLang's parser accepts them" if runtime.ok
+                   else f"SGLang's parser refuses them ({runtime.error})")
+    static_says = (f"the static reader refuses them ({'; '.join(static.problems)})"
+                   if isinstance(static, FlagError) else "the static reader accepts them")
+    message = (f"SGLang {version}'s own argument parser and the static reader of its source "
+               f"disagree on {shlex.join(argv)!r}: {parser_says}, {static_says}. SGLang's parser "
+               "decides: " + ("the flags are used as given" if runtime.ok else "fix the flags")
+               + ". playbooks/validate.yml and check mode where SGLang cannot be imported use the "
+               "static reader alone, so they " + ("refuse" if runtime.ok else "pass")
+               + " these flags.")
+    if not runtime.ok:
+        raise FlagError(message)
+    return Verdict(argv, [message], warning=message, runtime_parser="decided")
+
+
+@dataclass
+class Checked:
+    """The flags checked against one installed SGLang: what the module returns."""
+
+    argv: list[str]
+    notes: list[str]
+    warning: str
+    env_flags: list[list[str]]
+    config_flag: str
+    version: str
+    flag_count: int
+    runtime_parser: str
+
+
+def check_flags(package_dir: str, flags: dict[str, Any], env_flags: dict[str, str],
+                ask_parser: Optional[Callable[[list[str]], RuntimeAnswer]]) -> Checked:
+    """Read the flag table, resolve the profile, ask SGLang's parser where it can run, decide.
+
+    ``env_flags``: flag -> environment variable; their spelling is checked, their
+    value never passes through here. Raises FlagError listing every problem.
+    """
+    table: Optional[FlagTable] = None
+    static: Union[Resolution, FlagError]
+    try:
+        table = extract_flags(package_dir)
+        static = resolve_profile(table, flags, require=True)
+    except FlagError as exc:
+        static = exc
+    spelled: list[list[str]] = []
+    for name, variable in env_flags.items():
+        flag = f"--{name}"
+        if table is not None:
+            try:  # the placeholder only proves the spelling; systemd supplies the value
+                flag = resolve_profile(table, {name: PLACEHOLDER}).argv[0].split("=")[0]
+            except FlagError as exc:
+                static = static if isinstance(static, FlagError) else exc
+        spelled.append([flag, variable])
+    argv = static.argv if isinstance(static, Resolution) else naive_argv(flags)
+    asked = argv + [word for flag, _ in spelled for word in (flag, PLACEHOLDER)]
+    version = table.version if table is not None else sglang_version(Path(package_dir))
+    verdict = decide(static, ask_parser(asked) if ask_parser else None, argv, version)
+    return Checked(
+        argv=verdict.argv, notes=verdict.notes, warning=verdict.warning, env_flags=spelled,
+        config_flag=table.config_flag() if table is not None else "", version=version,
+        flag_count=len(table) if table is not None else 0, runtime_parser=verdict.runtime_parser)
