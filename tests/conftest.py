@@ -24,11 +24,6 @@ ansible.module_utils.__path__.extend(
     [str(path) for path in sorted(REPO.glob("roles/*/module_utils"))] + [str(REPO / "module_utils")])
 sys.path.insert(0, str(REPO / "roles" / "sglang_autotune" / "module_utils"))
 sys.path.insert(0, str(REPO / "module_utils"))
-# Module_utils that import each other as ansible.module_utils.X (as AnsiballZ bundles
-# them) are reached the same way here, without an ImportError fallback in them.
-for _shipped in (REPO / "module_utils", REPO / "roles" / "sglang_server" / "module_utils"):
-    if str(_shipped) not in ansible.module_utils.__path__:
-        ansible.module_utils.__path__.append(str(_shipped))
 
 # What ../shared/reference/sglang.md says of each release (0.5.7: read from its wheel), checked by the tests.
 EXPECTED_STATE = {
