@@ -13,7 +13,7 @@ description:
     file must be what pip's C(RECORD) names. Patched, the file with the one entry line put back as
     shipped must be what C(RECORD) names. Without a RECORD listing the file, this role's log of the
     original bytes takes RECORD's place.
-  - Then keeps the log of the edit in step with the file, through a temporary file and a rename:
+  - Then keeps the log of the edit in step with the file, through a temporary file and a rename;
     written for a patched file (the original and the read-back sha256), removed for one as shipped.
     While RECORD lists the file the log is only a log, so one that cannot be written or removed
     (a full disk, a file where I(state_dir) should be, a read-only mount) is a warning, never a
