@@ -170,6 +170,7 @@ class HostRun:
     changed: int = 0
     messages: list = field(default_factory=list)
     facts: dict = field(default_factory=dict)
+    ran: list = field(default_factory=list)  # the modules of the tasks that ran (ok or changed), in order
 
 
 def run_hosts(private: Path, hosts: dict[str, dict], *extra: str, check: bool = False) -> dict[str, HostRun]:
@@ -193,6 +194,8 @@ def run_hosts(private: Path, hosts: dict[str, dict], *extra: str, check: bool = 
             continue
         if event.get("event") == "runner_on_failed":
             results[host].failed, results[host].msg = True, str(res.get("msg", ""))
+        if event.get("event") == "runner_on_ok":
+            results[host].ran.append(data.get("task_action"))
         if event.get("event") == "runner_on_ok" and isinstance(res.get("msg"), list):
             results[host].messages = [str(m) for m in res["msg"]]
         if event.get("event") == "runner_on_ok" and "ansible_facts" in res:
@@ -396,3 +399,52 @@ def set_record_hash(package: Path, rel: str, data: bytes) -> None:
     rows = [f"sglang/{rel},sha256={digest},{len(data)}" if row.startswith(f"sglang/{rel},") else row
             for row in record.read_text().splitlines()]
     record.write_text("\n".join(rows) + "\n")
+
+
+# --- the role's shape: decide, edit, prove ------------------------------------------
+
+ROLE = REPO / "roles" / "sglang_autotune"
+# Action plugins that run on the controller and send nothing to the target.
+ON_CONTROLLER = {"ansible.builtin.validate_argument_spec", "ansible.builtin.set_fact", "ansible.builtin.debug"}
+
+
+def test_the_role_is_one_decision_one_edit_one_proof():
+    """The edit is lineinfile's; the YAML hands the modules after the decision only the edit's
+    path, regexp and line, the package directory and the published choice."""
+    import yaml
+
+    tasks = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
+    keys = {"name", "register", "when", "vars"}
+    modules = [next(k for k in task if k not in keys) for task in tasks]
+    assert modules == ["sglang_autotune_gate", "ansible.builtin.lineinfile", "sglang_autotune_proof",
+                       "ansible.builtin.set_fact", "ansible.builtin.debug"]
+    assert sorted(p.name for p in (ROLE / "tasks").iterdir()) == ["main.yml"]
+    assert tasks[1]["ansible.builtin.lineinfile"] == {
+        "path": "{{ sglang_autotune_gate.file }}", "regexp": "{{ sglang_autotune_gate.regexp }}",
+        "line": "{{ sglang_autotune_gate.edit_line }}", "backrefs": True}
+    assert tasks[2]["sglang_autotune_proof"] == {
+        "package_dir": "{{ sglang_autotune_gate.package_dir }}", "state_dir": "{{ sglang_autotune_state_dir }}",
+        "enabled": "{{ sglang_autotune_gate.enabled }}"}
+    assert tasks[2]["when"] == "sglang_autotune_edit is not skipped"
+    # No Python copy of what lineinfile writes: nothing predicts the edited bytes' sha256.
+    for path in [*ROLE.glob("library/*.py"), *ROLE.glob("module_utils/*.py")]:
+        text = path.read_text()
+        assert "expect_sha256" not in text and ".expand(" not in text, path
+        assert len(text.splitlines()) <= 400, (path, "over 400 lines: split it by job")
+
+
+def test_a_no_op_sends_one_task_to_the_target_and_a_patch_three(tmp_path):
+    hosts = {}
+    for version in ("0.5.12", "0.5.23"):
+        package = unpack_sglang(version, tmp_path / version)
+        hosts[f"v{version}"] = {"sglang_package_dir": str(package), "sglang_autotune_state_dir": str(tmp_path / f"{version}.state")}
+    private = tmp_path / "runner"
+    first = run_hosts(private, hosts, "-e", "autotune=true")
+    again = run_hosts(private, hosts, "-e", "autotune=true")
+    back = run_hosts(private, hosts, "-e", "autotune=false")
+    on_target = {name: [[m for m in run[name].ran if m not in ON_CONTROLLER] for run in (first, again, back)]
+                 for name in hosts}
+    patch = ["sglang_autotune_gate", "ansible.builtin.lineinfile", "sglang_autotune_proof"]
+    assert on_target["v0.5.12"] == [patch, ["sglang_autotune_gate"], patch], on_target
+    assert on_target["v0.5.23"] == [["sglang_autotune_gate"]] * 3, on_target
+    assert (again["v0.5.12"].changed, again["v0.5.23"].changed, back["v0.5.23"].changed) == (0, 0, 0)

@@ -22,7 +22,7 @@ from conftest import EXPECTED_STATE, REPO, tree_digest, unpack_sglang, wheel_mem
 from fs_faults import chattr, full_disk, readonly_mount
 from test_playbook_autotune import COMMENTED_ENTRY, run_hosts, set_record_hash
 
-import sglang_gate as gate
+import sglang_gate_write as logs
 
 VERSION = "0.5.12"
 REL = EXPECTED_STATE[VERSION][1]
@@ -207,14 +207,14 @@ def test_a_log_that_cannot_be_written_never_fails_a_patch_or_rollback(tmp_path):
     hosts, cases = {}, {}
     for fault in LOG_FAULTS:
         package, gate_file, state = tree(tmp_path, fault)
-        log = gate.state_file_for(state, gate_file.resolve())
+        log = logs.state_file_for(state, gate_file.resolve())
         manager = contextlib.nullcontext()
         if fault == "state_dir_is_a_file":
             state.write_text("not a directory\n")
         elif fault == "state_dir_under_a_file":
             (tmp_path / "a_file").write_text("")
             state = tmp_path / "a_file" / "state"
-            log = gate.state_file_for(state, gate_file.resolve())
+            log = logs.state_file_for(state, gate_file.resolve())
         else:
             state.mkdir()
             if fault == "log_is_a_directory":

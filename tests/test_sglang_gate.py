@@ -1,4 +1,4 @@
-"""The gate logic (sglang_gate, sglang_gate_plan), called directly, against real SGLang wheels from PyPI."""
+"""The gate logic (sglang_gate, _record, _plan, _write), called directly, against real SGLang wheels from PyPI."""
 
 from __future__ import annotations
 
@@ -7,10 +7,14 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import COMMENTED, EXPECTED_STATE, UPSTREAM, VERSIONS
+from conftest import COMMENTED, EXPECTED_STATE, UPSTREAM, VERSIONS, tree_digest
 
 import sglang_gate as gate
 import sglang_gate_plan as planner
+import sglang_gate_record as recorded
+import sglang_gate_write as logs
+
+NO_LOG = Path("/nonexistent/sglang_autotune/log.json")
 
 
 def drop_record(package: Path) -> None:
@@ -23,10 +27,25 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def apply_plan(report: gate.GateReport, plan: planner.Plan) -> None:
-    """What lineinfile does with the plan: replace the last match, with backrefs."""
-    import re
+def ref_of(report: gate.GateReport, state_file: Path = NO_LOG) -> planner.Reference:
+    """The reference, found the way both modules find it."""
+    record = recorded.record_digest(report.package_dir, report.file, report.version)
+    log, why = logs.read_log(state_file) if record is None else (None, "")
+    return planner.reference(report, record, log, why, state_file)
 
+
+def decide(package: Path, autotune: bool, state_file: Path = NO_LOG) -> tuple[gate.GateReport, planner.Decision]:
+    report = gate.inspect_gate(package)
+    return report, planner.decide(report, ref_of(report, state_file), autotune, Path(report.file).read_bytes())
+
+
+def prove(package: Path, autotune: bool, state_file: Path = NO_LOG, check: bool = False) -> planner.Proof:
+    report = gate.inspect_gate(package)
+    return planner.prove(report, ref_of(report, state_file), autotune, Path(report.file).read_bytes(), check)
+
+
+def apply_plan(report: gate.GateReport, plan: planner.Decision) -> None:
+    """What lineinfile does with the decision (test code only): replace the last match, with backrefs."""
     path = Path(report.file)
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     pattern = re.compile(plan.regexp)
@@ -34,6 +53,25 @@ def apply_plan(report: gate.GateReport, plan: planner.Plan) -> None:
     index = hits[-1]
     lines[index] = pattern.search(lines[index].rstrip("\n")).expand(plan.line) + "\n"
     path.write_text("".join(lines), encoding="utf-8")
+
+
+def converge(package: Path, autotune: bool, state_dir: Path) -> tuple[planner.Decision, planner.Proof | None]:
+    """The role's three steps on one tree: decide (and log ahead), the edit, prove and keep the log."""
+    report = gate.inspect_gate(package)
+    state_file = logs.state_file_for(state_dir, report.file)
+    decision = planner.decide(report, ref_of(report, state_file), autotune, Path(report.file).read_bytes())
+    ahead = planner.log_ahead(report, decision)
+    if ahead is not None:
+        assert logs.write_log(state_dir, state_file, logs.log_text(ahead), True) == (True, "")
+    if decision.action == "none":
+        return decision, None
+    apply_plan(report, decision)
+    proof = prove(package, autotune, state_file)
+    if proof.log is not None:
+        assert logs.write_log(state_dir, state_file, logs.log_text(proof.log), proof.decides)[1] == ""
+    else:
+        assert logs.remove_log(state_file)[1] == ""
+    return decision, proof
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -51,83 +89,168 @@ def test_state_matches_reference(sglang_tree, version):
 
 
 @pytest.mark.parametrize("version", COMMENTED)
-def test_plan_enable_then_disable_restores_bytes(sglang_tree, version):
+def test_enable_then_disable_restores_bytes(sglang_tree, version):
     package = sglang_tree(version)
-    report = gate.inspect_gate(package)
+    path = package / EXPECTED_STATE[version][1]
+    report, on = decide(package, True)
     original_sha = report.sha256
-    shipped = gate.shipped_digest(report)
-    assert shipped is not None and shipped.sha256 == original_sha  # RECORD names these bytes
-    plan = planner.plan_edit(report, shipped, None, autotune=True)
-    assert (plan.action, plan.outcome, plan.shipped_sha256) == ("enable", "patched", original_sha)
-    apply_plan(report, plan)
+    assert recorded.record_digest(report.package_dir, report.file, version)[1] == original_sha
+    assert (on.action, on.shipped.state, on.shipped.reference.kind) == ("enable", "commented", "RECORD")
+    apply_plan(report, on)
 
-    patched = gate.inspect_gate(package)
-    assert gate.verify_gate(patched, "enabled", plan.expect_sha256) == []
+    proof = prove(package, True)
+    assert (proof.outcome, proof.pending, proof.decides) == ("patched", False, False)
+    assert (proof.log["original_sha256"], proof.log["patched_sha256"]) == (original_sha, sha(path))
+    assert proof.log["original_line"] == report.line and f"hashes to {original_sha}" in proof.message
+    patched, again = decide(package, True)
     assert patched.lineno == report.lineno
     assert patched.line == report.line.replace("# ", "", 1)
-    # No record of ours is passed: RECORD and the file alone say "patched".
-    again = planner.plan_edit(patched, shipped, None, autotune=True)
-    assert (again.action, again.outcome, again.enabled_by_project) == ("none", "patched", True)
+    # No log is read: RECORD and the file alone say "patched".
+    assert again.action == "none" and "RECORD's bytes plus that one-line edit" in again.message
 
-    back = planner.plan_edit(patched, shipped, None, autotune=False)
-    assert (back.action, back.expect_sha256, back.shipped_line) == ("disable", original_sha, report.line)
+    _, back = decide(package, False)
+    assert (back.action, back.line, back.shipped.line) == ("disable", report.line, report.line)
     apply_plan(patched, back)
-    restored = gate.inspect_gate(package)
-    assert gate.verify_gate(restored, "commented", original_sha) == []
-    assert planner.plan_edit(restored, shipped, None, autotune=False).action == "none"
+    restored = prove(package, False)
+    assert (restored.outcome, restored.log) == ("shipped", None)
+    assert sha(path) == original_sha and f"its sha256 {original_sha} is what" in restored.message
+    assert decide(package, False)[1].action == "none"
 
 
 @pytest.mark.parametrize("version", UPSTREAM)
 def test_upstream_enabled_is_never_edited(sglang_tree, version):
-    report = gate.inspect_gate(sglang_tree(version))
-    shipped = gate.shipped_digest(report)
-    assert shipped is not None and shipped.sha256 == report.sha256
-    on = planner.plan_edit(report, shipped, None, autotune=True)
-    off = planner.plan_edit(report, shipped, None, autotune=False)
+    package = sglang_tree(version)
+    _, on = decide(package, True)
+    _, off = decide(package, False)
     assert (on.action, on.upstream_enabled, on.server_args) == ("none", True, {})
     assert (off.action, off.upstream_enabled) == ("none", True)
     assert off.server_args == {"disable-flashinfer-autotune": True}
     assert "--disable-flashinfer-autotune" in off.message
 
 
-def test_verify_reports_every_problem(sglang_tree):
-    report = gate.inspect_gate(sglang_tree("0.5.10"))
-    problems = gate.verify_gate(report, "enabled", "0" * 64)
-    assert any("expected the" in p and "found it commented" in p for p in problems)
-    assert any("does not list" in p for p in problems)
-    assert any("expected " + "0" * 64 in p for p in problems)
+# --- the proof: the file read back, never a prediction ---------------------------
+
+def add_line(path: Path) -> None:
+    path.write_bytes(path.read_bytes() + b"# changed after the edit\n")
 
 
-def test_record_of_a_changed_file_refuses_rollback(sglang_tree):
-    """Without RECORD (a source install) this project's record still guards the rollback."""
-    package = sglang_tree("0.5.10")
+def no_compile(path: Path) -> None:
+    path.write_bytes(path.read_bytes() + b"\nreturn 1\n")  # parses, but does not compile
+
+
+def entry_tab(path: Path) -> None:
+    path.write_bytes(path.read_bytes().replace(b'            "flashinfer_cutlass",', b'\t"flashinfer_cutlass",'))
+
+
+@pytest.mark.parametrize(("name", "after", "needles"), [
+    ("not_edited", None, ['the "flashinfer_cutlass", entry is commented and the parsed gate does not list it, '
+                          "expected it enabled"]),
+    ("other_line", add_line, ["read back after the edit, the file is not its reference's bytes",
+                              "neither as shipped nor as shipped plus the one-line edit"]),
+    ("entry_line", entry_tab, ["read back after the edit", "on the entry line itself (now '\\t\"flashinfer_cutlass\",'"]),
+    ("no_compile", no_compile, ["no longer compiles (line", "'return' outside function"]),
+])
+def test_the_proof_refuses_a_file_the_edit_did_not_make(sglang_tree, name, after, needles):
+    package = sglang_tree("0.5.12")
+    path = package / EXPECTED_STATE["0.5.12"][1]
+    report, on = decide(package, True)
+    if after is not None:
+        apply_plan(report, on)
+        after(path)
+    before = tree_digest(package.parent)
+    with pytest.raises(gate.GateError) as err:
+        prove(package, True)
+    for needle in needles:
+        assert needle in str(err.value), str(err.value)
+    assert tree_digest(package.parent) == before
+
+
+def test_the_proof_in_check_mode_reads_nothing_back(sglang_tree):
+    package = sglang_tree("0.5.12")
+    before = tree_digest(package.parent)
+    proof = prove(package, True, check=True)
+    assert (proof.pending, proof.outcome) == (True, "patched")
+    assert "Check mode: the edit is not made" in proof.message
+    assert tree_digest(package.parent) == before
+
+
+def test_without_record_the_log_is_written_before_the_edit_and_proves_it(sglang_tree, tmp_path):
+    """An editable install: the log of the original is written first, so a kill between it and
+    the edit, or after the edit, leaves a file and a log that the next run reads correctly."""
+    package = sglang_tree("0.5.12")
+    path = package / EXPECTED_STATE["0.5.12"][1]
+    original = path.read_bytes()
     drop_record(package)
-    report = gate.inspect_gate(package)
-    assert gate.shipped_digest(report) is None
-    apply_plan(report, planner.plan_edit(report, None, None, autotune=True))
-    patched = gate.inspect_gate(package)
-    record = {"file": patched.file, "original_sha256": report.sha256, "patched_sha256": "f" * 64}
-    with pytest.raises(gate.GateError, match="changed since this project patched it"):
-        planner.plan_edit(patched, None, record, autotune=False)
+    state = tmp_path / "state"
+    state_file = logs.state_file_for(state, gate.inspect_gate(package).file)
+    report, on = decide(package, True, state_file)
+    ahead = planner.log_ahead(report, on)
+    assert ahead["original_sha256"] == sha(path) and ahead["patched_sha256"] == ""
+    logs.write_log(state, state_file, logs.log_text(ahead), True)
+    # Killed here: the log describes the unedited file, which is enabled next time.
+    _, again = decide(package, True, state_file)
+    assert (again.action, again.shipped.reference.kind) == ("enable", "log")
+    assert planner.log_ahead(report, again) is None
+    apply_plan(report, again)
+    # Killed here: the log still proves the patch.
+    proof = prove(package, True, state_file)
+    assert (proof.outcome, proof.decides, proof.log["patched_sha256"]) == ("patched", True, sha(path))
+    assert "No RECORD lists this file" in again.message
+    logs.write_log(state, state_file, logs.log_text(proof.log), True)
+    assert converge(package, False, state)[1].outcome == "shipped"
+    assert path.read_bytes() == original and not state_file.exists()
 
 
-def test_stale_record_after_reinstall_without_record(sglang_tree):
+@pytest.mark.parametrize("log", ["changed_file", "no_original_line", "not_json", "json_list", "directory"])
+def test_without_record_a_log_that_does_not_explain_an_enabled_file_refuses(sglang_tree, tmp_path, log):
+    package = sglang_tree("0.5.10")
+    path = package / EXPECTED_STATE["0.5.10"][1]
+    drop_record(package)
+    state = tmp_path / "state"
+    converge(package, True, state)
+    state_file = next(state.glob("*.json"))
+    if log == "changed_file":
+        add_line(path)
+    elif log == "no_original_line":
+        state_file.write_text(f'{{"file": "{gate.inspect_gate(package).file}", "original_sha256": "{"0" * 64}"}}\n')
+    elif log == "not_json":
+        state_file.write_text("{not json")
+    elif log == "json_list":
+        state_file.write_text("[]\n")
+    else:
+        state_file.unlink()
+        state_file.mkdir()
+    before = tree_digest(package.parent, state)
+    for autotune in (True, False):
+        with pytest.raises(gate.GateError) as err:
+            decide(package, autotune, state_file)
+        assert "changed since this project patched it" in str(err.value), str(err.value)
+        assert "Nothing was changed" in str(err.value) and "No RECORD lists this file" in str(err.value)
+    assert tree_digest(package.parent, state) == before
+
+
+def test_without_record_a_stale_log_of_a_commented_file_is_set_aside(sglang_tree, tmp_path):
+    """Reinstalled from source since the log was written: the file is the reference again."""
     package = sglang_tree("0.5.12")
     drop_record(package)
     report = gate.inspect_gate(package)
-    record = {"file": report.file, "patched_sha256": "f" * 64}
-    on = planner.plan_edit(report, None, record, autotune=True)
-    off = planner.plan_edit(report, None, record, autotune=False)
-    assert on.record_stale and off.record_stale and off.log == "remove"
+    state_file = tmp_path / "log.json"
+    state_file.write_text(f'{{"file": "{report.file}", "original_sha256": "{"f" * 64}", '
+                          f'"original_line": "            # \\"flashinfer_cutlass\\","}}\n')
+    _, on = decide(package, True, state_file)
+    _, off = decide(package, False, state_file)
+    assert (on.action, on.shipped.reference.kind, off.action) == ("enable", "file", "none")
+    assert "describes other bytes" in on.shipped.reference.unusable
+    assert planner.log_ahead(report, on) is not None  # rewritten before the edit
     assert "No RECORD lists this file" in on.message
 
 
 def test_state_file_is_per_real_file(tmp_path):
-    a = gate.state_file_for(tmp_path, "/opt/sglang/venvs/a/sglang/x.py")
-    b = gate.state_file_for(tmp_path, "/opt/sglang/venvs/b/sglang/x.py")
+    a = logs.state_file_for(tmp_path, "/opt/sglang/venvs/a/sglang/x.py")
+    b = logs.state_file_for(tmp_path, "/opt/sglang/venvs/b/sglang/x.py")
     assert a != b and a.parent == b.parent == tmp_path
     # "/" -> "__" alone would make these two collide
-    assert gate.state_file_for(tmp_path, "/a/b__c.py") != gate.state_file_for(tmp_path, "/a__b/c.py")
+    assert logs.state_file_for(tmp_path, "/a/b__c.py") != logs.state_file_for(tmp_path, "/a__b/c.py")
 
 
 def test_version_falls_back_to_version_file(sglang_tree):
@@ -153,10 +276,9 @@ def test_anchor_deleted(sglang_tree):
     package = sglang_tree("0.5.10")
     path = mutate(package, EXPECTED_STATE["0.5.10"][1], lambda s: s.replace(COMMENTED_ENTRY, ""))
     before = sha(path)
-    report = gate.inspect_gate(package)
-    assert report.state == "absent"
+    assert gate.inspect_gate(package).state == "absent"
     with pytest.raises(gate.GateError) as err:
-        planner.plan_edit(report, gate.shipped_digest(report), None, autotune=True)
+        decide(package, True)
     assert "SGLang 0.5.10" in str(err.value)
     assert 'has no "flashinfer_cutlass", entry' in str(err.value)
     assert "Searched:" in str(err.value) and "base_runner.py" in str(err.value)
@@ -191,8 +313,11 @@ def test_second_match_outside_gate_blocks_the_edit(sglang_tree):
                   lambda s: s + "\n_OTHER = [\n" + COMMENTED_ENTRY + "]\n")
     report = gate.inspect_gate(package)
     assert report.state == "commented" and report.outside_gate
+    with pytest.raises(gate.GateError, match="neither as shipped"):  # with RECORD: another change
+        decide(package, True)
+    drop_record(package)  # without RECORD the file is what there is: the regexp check refuses it
     with pytest.raises(gate.GateError, match="lineinfile would edit the wrong line"):
-        planner.plan_edit(report, None, None, autotune=True)
+        decide(package, True)
     assert sha(path) == report.sha256
 
 
@@ -239,11 +364,12 @@ def test_not_python(sglang_tree):
         gate.inspect_gate(package)
 
 
-def test_unreadable_record(tmp_path):
-    bad = tmp_path / "record.json"
+def test_unreadable_log(tmp_path):
+    bad = tmp_path / "log.json"
     bad.write_text("{not json")
-    with pytest.raises(gate.GateError, match="is not readable JSON"):
-        gate.read_record(bad)
+    log, why = logs.read_log(bad)
+    assert log is None and why.startswith(f"{bad} is not readable JSON")
+    assert logs.read_log(tmp_path / "missing.json") == (None, "")
 
 
 # --- RECORD decides: hand patches, other edits, and the inputs a sweep found ----
@@ -262,14 +388,13 @@ def test_hand_patched_file_rolls_back_to_record_bytes(sglang_tree, version):
     path = package / EXPECTED_STATE[version][1]
     original = path.read_bytes()
     sed_patch(path)
-    report = gate.inspect_gate(package)
-    shipped = gate.shipped_digest(report)
-    assert report.state == "enabled" and shipped.sha256 == sha256_of(original)
-    on = planner.plan_edit(report, shipped, None, autotune=True)
-    assert (on.action, on.outcome, on.upstream_enabled) == ("none", "patched", False)
-    off = planner.plan_edit(report, shipped, None, autotune=False)
-    assert (off.action, off.line, off.expect_sha256) == ("disable", r"\1# \2", shipped.sha256)
+    report, on = decide(package, True)
+    assert report.state == "enabled" and on.shipped.reference.sha256 == sha256_of(original)
+    assert (on.action, on.shipped.state, on.upstream_enabled) == ("none", "commented", False)
+    _, off = decide(package, False)
+    assert (off.action, off.line) == ("disable", COMMENTED_ENTRY.rstrip("\n"))
     apply_plan(report, off)
+    assert prove(package, False).outcome == "shipped"
     assert path.read_bytes() == original
 
 
@@ -287,11 +412,12 @@ def test_upstream_entry_commented_by_hand_is_restored(sglang_tree):
     report = gate.inspect_gate(package)
     assert report.state == "commented"
     for autotune in (True, False):
-        plan = planner.plan_edit(report, gate.shipped_digest(report), None, autotune=autotune)
-        assert (plan.action, plan.outcome, plan.upstream_enabled) == ("enable", "shipped", True)
-        assert plan.expect_sha256 == sha256_of(original)
+        _, plan = decide(package, autotune)
+        assert (plan.action, plan.shipped.state, plan.upstream_enabled) == ("enable", "enabled", True)
+        assert plan.line == report.line.replace("# ", "", 1)
         assert plan.server_args == ({} if autotune else {"disable-flashinfer-autotune": True})
     apply_plan(report, plan)
+    assert prove(package, False).outcome == "shipped"
     assert path.read_bytes() == original
 
 
@@ -304,7 +430,7 @@ def test_other_edit_is_refused_naming_file_and_line(sglang_tree):
     before = sha(path)
     for autotune in (True, False):
         with pytest.raises(gate.GateError) as err:
-            planner.plan_edit(report, gate.shipped_digest(report), None, autotune=autotune)
+            decide(package, autotune)
         message = str(err.value)
         assert str(path) in message and "neither as shipped nor as shipped plus the one-line edit" in message
         assert f"on the entry line itself (now {report.line.strip()!r}" in message
@@ -335,23 +461,22 @@ def test_entry_removed_from_upstream_release(sglang_tree):
     package = sglang_tree("0.5.23")
     path = package / EXPECTED_STATE["0.5.23"][1]
     path.write_bytes(path.read_bytes().replace(b'    "flashinfer_cutlass",\n', b""))
-    report = gate.inspect_gate(package)
     with pytest.raises(gate.GateError) as err:
-        planner.plan_edit(report, gate.shipped_digest(report), None, autotune=False)
+        decide(package, False)
     assert 'SGLang 0.5.23: the gate should_run_flashinfer_autotune()' in str(err.value)
     assert "the entry was removed or the file edited since SGLang was installed" in str(err.value)
     assert "0.5.7 or later" not in str(err.value)
     drop_record(package)
     with pytest.raises(gate.GateError, match="The entry is gone from this version's gate; there is no RECORD"):
-        planner.plan_edit(gate.inspect_gate(package), None, None, autotune=False)
+        decide(package, False)
 
 
 def test_absent_entry_as_shipped_on_0_5_6(sglang_tree):
-    report = gate.inspect_gate(sglang_tree("0.5.6"))
-    shipped = gate.shipped_digest(report)
-    assert shipped.sha256 == report.sha256
+    package = sglang_tree("0.5.6")
+    report = gate.inspect_gate(package)
+    assert recorded.record_digest(report.package_dir, report.file, "0.5.6")[1] == report.sha256
     with pytest.raises(gate.GateError, match="use SGLang 0.5.7 or later"):
-        planner.plan_edit(report, shipped, None, autotune=True)
+        decide(package, True)
 
 
 @pytest.mark.parametrize("whole", [True, False])
@@ -377,12 +502,12 @@ def test_bom_is_accepted_and_round_trips(sglang_tree):
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     with_bom = path.read_bytes()
     set_record_hash(package, rel, with_bom)
-    report = gate.inspect_gate(package)
-    on = planner.plan_edit(report, gate.shipped_digest(report), None, autotune=True)
+    report, on = decide(package, True)
     apply_plan(report, on)
-    assert sha(path) == on.expect_sha256 and path.read_bytes().startswith(b"\xef\xbb\xbf")
-    patched = gate.inspect_gate(package)
-    apply_plan(patched, planner.plan_edit(patched, gate.shipped_digest(patched), None, autotune=False))
+    assert prove(package, True).outcome == "patched" and path.read_bytes().startswith(b"\xef\xbb\xbf")
+    patched, off = decide(package, False)
+    apply_plan(patched, off)
+    assert prove(package, False).outcome == "shipped"
     assert path.read_bytes() == with_bom
 
 
@@ -433,8 +558,9 @@ def test_two_records_that_disagree(sglang_tree):
     other = package.parent / "sglang-0.5.9.dist-info"
     other.mkdir()
     (other / "RECORD").write_text(f"sglang/{EXPECTED_STATE['0.5.10'][1]},sha256={'A' * 43},1\n")
-    with pytest.raises(gate.GateError, match="2 RECORD rows list .* with different sha256"):
-        gate.shipped_digest(gate.inspect_gate(package))
+    report = gate.inspect_gate(package)
+    with pytest.raises(recorded.RecordError, match="2 RECORD rows list .* with different sha256"):
+        recorded.record_digest(report.package_dir, report.file, report.version)
 
 
 # --- issue 17: every input read one way, every failure named --------------------
@@ -464,9 +590,8 @@ def test_autotune_spellings_ansible_reads_two_ways_are_refused(value):
 
 
 def test_0_5_7_is_patched_like_0_5_8(sglang_tree):
-    report = gate.inspect_gate(sglang_tree("0.5.7"))
-    plan = planner.plan_edit(report, gate.shipped_digest(report), None, autotune=True)
-    assert (report.state, plan.action, plan.outcome) == ("commented", "enable", "patched")
+    report, plan = decide(sglang_tree("0.5.7"), True)
+    assert (report.state, plan.action, plan.shipped.state) == ("commented", "enable", "commented")
 
 
 def gate_file(package: Path, version: str = "0.5.10") -> Path:
@@ -541,8 +666,8 @@ def test_a_malformed_record_hash_is_corrupt_not_no_record(sglang_tree, digest, w
     rel = EXPECTED_STATE["0.5.10"][1]
     record_row_for(package, rel, f"sglang/{rel},{digest},123")
     report = gate.inspect_gate(package)
-    with pytest.raises(gate.GateError) as err:
-        gate.shipped_digest(report)
+    with pytest.raises(recorded.RecordError) as err:
+        recorded.record_digest(report.package_dir, report.file, report.version)
     message = str(err.value)
     assert f"lists 'sglang/{rel}', the gate file, but " in message and why in message, message
     assert "this RECORD is corrupt" in message and "sglang==0.5.10" in message
@@ -552,8 +677,9 @@ def test_a_record_row_without_a_hash_column_is_corrupt(sglang_tree):
     package = sglang_tree("0.5.10")
     rel = EXPECTED_STATE["0.5.10"][1]
     record_row_for(package, rel, f"sglang/{rel}")
-    with pytest.raises(gate.GateError, match="but it has no hash: this RECORD is corrupt"):
-        gate.shipped_digest(gate.inspect_gate(package))
+    report = gate.inspect_gate(package)
+    with pytest.raises(recorded.RecordError, match="but it has no hash: this RECORD is corrupt"):
+        recorded.record_digest(report.package_dir, report.file, report.version)
 
 
 @pytest.mark.parametrize("fault", ["nul", "directory", "over_csv_field_limit"])
@@ -571,9 +697,11 @@ def test_a_record_that_cannot_be_read_is_named(sglang_tree, fault):
         record.write_text(record.read_text() + "a" * 200000 + ",,\n")  # past csv's field size limit
         needle = f"{record} is not CSV (field larger than field limit"
     report = gate.inspect_gate(package)
-    with pytest.raises(gate.GateError) as err:
-        gate.shipped_digest(report)
+    before = tree_digest(package.parent)
+    with pytest.raises(recorded.RecordError) as err:
+        recorded.record_digest(report.package_dir, report.file, report.version)
     assert needle in str(err.value)
+    assert tree_digest(package.parent) == before
 
 
 @pytest.mark.parametrize(("char", "escaped"), [("\x1b", "\\x1b"), ("\t", "\\t"), ("\x0b", "\\x0b"),
@@ -595,34 +723,40 @@ def test_control_characters_in_a_quoted_line_are_escaped(sglang_tree, char, esca
     ("tab_after_hash", '            #\t"flashinfer_cutlass",\n'),
     ("tab_trailing", '            # "flashinfer_cutlass",\t\n'),
 ])
-def test_a_tab_on_the_entry_line_with_record_is_refused_naming_the_line(sglang_tree, name, new):
+def test_a_tab_on_the_entry_line_with_record_is_refused_naming_the_line(sglang_tree, tmp_path, name, new):
     """With RECORD the bytes must be RECORD's: a TAB where SGLang has spaces is a difference."""
     package = sglang_tree("0.5.10")
     path = mutate(package, EXPECTED_STATE["0.5.10"][1], lambda s: s.replace(COMMENTED_ENTRY, new))
     report = gate.inspect_gate(package)
     assert report.state == "commented"
+    before = tree_digest(package.parent)
     with pytest.raises(gate.GateError) as err:
-        planner.plan_edit(report, gate.shipped_digest(report), None, autotune=True)
+        decide(package, True)
     message = str(err.value)
     assert f"on the entry line itself (now {new.rstrip(chr(10)).strip(' ')!r}; a TAB or other whitespace" in message
     assert "\t" not in message and str(path) in message
-    drop_record(package)  # without RECORD the file is what there is: patched
-    assert planner.plan_edit(gate.inspect_gate(package), None, None, autotune=True).action == "enable"
+    assert tree_digest(package.parent) == before
+    drop_record(package)  # without RECORD the file is what there is: patched, and restored from the log
+    original = path.read_bytes()
+    assert converge(package, True, tmp_path / "state")[0].action == "enable"
+    assert converge(package, False, tmp_path / "state")[1].outcome == "shipped"
+    assert path.read_bytes() == original
 
 
 @pytest.mark.parametrize("record", [True, False])
-def test_a_bom_added_after_the_install(sglang_tree, record):
+def test_a_bom_added_after_the_install(sglang_tree, tmp_path, record):
     """With RECORD a BOM RECORD does not name is a difference, refused; without RECORD it is kept."""
     package = sglang_tree("0.5.10")
     path = gate_file(package)
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     if not record:
         drop_record(package)
-    report = gate.inspect_gate(package)
     if record:
         with pytest.raises(gate.GateError, match="is neither as shipped nor as shipped plus the one-line edit"):
-            planner.plan_edit(report, gate.shipped_digest(report), None, autotune=True)
+            decide(package, True)
         return
-    plan = planner.plan_edit(report, None, None, autotune=True)
-    apply_plan(report, plan)
-    assert path.read_bytes().startswith(b"\xef\xbb\xbf") and sha(path) == plan.expect_sha256
+    original = path.read_bytes()
+    _, proof = converge(package, True, tmp_path / "state")
+    assert proof.outcome == "patched" and path.read_bytes().startswith(b"\xef\xbb\xbf")
+    converge(package, False, tmp_path / "state")
+    assert path.read_bytes() == original

@@ -1,12 +1,12 @@
 #!/usr/bin/python
-"""Ansible module: inspect, plan and verify SGLang's FlashInfer autotune gate."""
+"""Ansible module: decide the one edit of SGLang's FlashInfer autotune gate, from RECORD and the file."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: sglang_autotune_gate
-short_description: Inspect, plan and verify SGLang's FlashInfer autotune gate (read-only)
+short_description: Decide the one edit of SGLang's FlashInfer autotune gate
 description:
   - Finds the installed SGLang package, either from I(package_dir) or from the
     package that I(python) would import, and the one gate function
@@ -14,21 +14,24 @@ description:
     C(srt/model_executor/runner/base_runner.py) or
     C(srt/model_executor/runner/flashinfer_autotune.py).
   - Reports whether the C("flashinfer_cutlass",) entry of the gate's backend list
-    is C(commented), C(enabled) or C(absent), and plans the single
-    M(ansible.builtin.lineinfile) edit that makes it match I(autotune).
+    is C(commented), C(enabled) or C(absent), and decides the single
+    M(ansible.builtin.lineinfile) edit (I(file), I(regexp), I(edit_line)) that makes it match I(autotune).
+  - When no edit is due the file is final, so this module keeps the log of it in I(state_dir)
+    (written for a patched file, removed for one as shipped; a warning, never a failure, while
+    RECORD lists the file). After an edit M(sglang_autotune_proof) keeps it.
   - Decides "as shipped" from pip's C(RECORD) in the installed C(sglang-*.dist-info)
     (the file's sha256 as shipped). A file equal to it is as shipped; one that equals
     it with only the entry line toggled is patched, whoever patched it; anything else
-    fails. Without a RECORD listing the file (an editable install) it falls back to
-    this project's record in I(state_dir); with RECORD that record is never read.
-  - With I(verify), re-reads the file and proves the state with Python's AST,
-    that the file compiles and, when given, its sha256.
-  - Never writes anything; fails before any change when the gate is missing,
-    ambiguous, only outside the gate, in a form it does not edit, has CRLF line
-    endings, is not a regular file, is reached through a symbolic link, holds a NUL
-    byte, is listed in RECORD with a malformed hash, or is not readable Python; and,
-    in check mode as in a real run, when the planned edit could not be written (a
-    read-only mount, an immutable file, a directory or file the user may not write).
+    fails. Without a RECORD listing the file (an editable or source install) this role's
+    log in I(state_dir) of the original bytes is the reference, and this module writes it
+    before an edit that uncomments the entry (nothing else remembers the original line after it).
+    With RECORD the log is never read.
+  - Fails before any change when the gate is missing, ambiguous, only outside the gate,
+    in a form it does not edit, has CRLF line endings, is not a regular file, is reached
+    through a symbolic link, holds a NUL byte, is listed in RECORD with a malformed hash,
+    or is not readable Python; and, in check mode as in a real run, when the edit could
+    not be written (a read-only mount, an immutable file, a directory or file the user
+    may not write). M(sglang_autotune_proof) proves the edit afterwards.
 options:
   package_dir:
     description: The sglang package directory (the folder holding C(srt/)); absolute.
@@ -47,37 +50,24 @@ options:
     type: raw
     default: true
   state_dir:
-    description: Directory of this project's log of edits it made (read only without RECORD).
+    description: Directory of this role's log of its edits (read only without RECORD).
     type: path
     default: /var/lib/sglang_autotune
-  verify:
-    description: Prove this state instead of planning; fail when it does not hold.
-    type: str
-    choices: [enabled, commented]
-  expect_sha256:
-    description: With I(verify), the sha256 the file must have.
-    type: str
-    default: ""
 author:
   - sglang-deploy project
 """
 
 EXAMPLES = r"""
-- name: Inspect the gate of the SGLang in a virtualenv
+- name: Decide the edit of the gate of the SGLang in a virtualenv
   sglang_autotune_gate:
     python: /opt/sglang/current/bin/python
     autotune: true
   register: gate
-
-- name: Prove the edit
-  sglang_autotune_gate:
-    package_dir: "{{ gate.package_dir }}"
-    verify: enabled
 """
 
 RETURN = r"""
 package_dir:
-  description: The sglang package directory inspected.
+  description: The sglang package directory inspected (links resolved).
   returned: always
   type: str
 version:
@@ -86,7 +76,7 @@ version:
   type: str
   sample: 0.5.10
 file:
-  description: The file holding the gate.
+  description: The file holding the gate; the edit's path.
   returned: always
   type: str
 lineno:
@@ -106,72 +96,36 @@ state:
   returned: always
   type: str
 action:
-  description: C(enable), C(disable) or C(none); the edit the role should make.
-  returned: when not verifying
+  description: C(enable), C(disable) or C(none); the edit to make.
+  returned: always
   type: str
 regexp:
   description: The lineinfile regexp, proven to match only the gate's entry.
-  returned: when action is not none
+  returned: always
   type: str
 edit_line:
-  description: The lineinfile line (with backrefs).
-  returned: when action is not none
+  description: The lineinfile line (with backrefs), the entry line as it will be.
+  returned: always
   type: str
-enabled_by_project:
-  description: Whether the entry is enabled because this project patched it.
-  returned: when not verifying
-  type: bool
 upstream_enabled:
   description: Whether SGLang ships the entry enabled (0.5.13 and later).
-  returned: when not verifying
+  returned: always
   type: bool
 server_args:
   description: Server flags the service role adds, e.g. C(disable-flashinfer-autotune).
-  returned: when not verifying
-  type: dict
-state_file:
-  description: Where the record of this project's edit lives.
   returned: always
+  type: dict
+log_warning:
+  description: Why the log could not be kept (no edit due), empty when it could.
+  returned: when installed
   type: str
-record:
-  description: That record, when present.
-  returned: always
-  type: dict
-record_stale:
-  description: Without RECORD, this project's record no longer describes the file.
-  returned: when not verifying
-  type: bool
 decided_by:
-  description: C(RECORD) (pip's record of the shipped file decided) or C(record) (this project's, no RECORD).
-  returned: when not verifying
+  description: C(RECORD), C(log) (this role's log of the original, no RECORD) or C(file) (neither).
+  returned: when installed
   type: str
-shipped_record:
-  description: The RECORD file that named the shipped sha256 (empty without one).
-  returned: when not verifying
-  type: str
-shipped_sha256:
-  description: sha256 of the gate file as shipped.
-  returned: when not verifying
-  type: str
-shipped_line:
-  description: The entry line as shipped.
-  returned: when not verifying
-  type: str
-expect_sha256:
-  description: sha256 the file has after the planned edit (or now, when none).
-  returned: when not verifying
-  type: str
-outcome:
-  description: C(patched) or C(shipped), what the file is after this run.
-  returned: when not verifying
-  type: str
-log:
-  description: What the role does with its log, C(write), C(remove) or C(keep).
-  returned: when not verifying
-  type: str
-log_text:
-  description: The log's content when I(log) is C(write).
-  returned: when not verifying
+state_file:
+  description: Where the log of this role's edit lives.
+  returned: when installed
   type: str
 enabled:
   description: The I(autotune) choice as a boolean; the role publishes it as C(sglang_autotune_result.enabled).
@@ -183,23 +137,23 @@ message:
   type: str
 """
 
-import csv
 import os
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_locate import LOCATE_ARGUMENT_SPEC, LOCATE_REQUIRED_ONE_OF, locate_package
-from ansible.module_utils.sglang_gate import (
-    GateError,
-    inspect_gate,
-    python_problem,
-    read_record,
-    shipped_digest,
+from ansible.module_utils.sglang_gate import GateError, inspect_gate, python_problem
+from ansible.module_utils.sglang_gate_plan import autotune_choice, decide, final_log, log_ahead, reference
+from ansible.module_utils.sglang_gate_record import RecordError, record_digest
+from ansible.module_utils.sglang_gate_write import (
+    log_problem,
+    log_text,
+    read_log,
+    remove_log,
+    replace_problem,
     state_file_for,
-    verify_gate,
+    write_log,
 )
-from ansible.module_utils.sglang_gate_plan import autotune_choice, log_step, plan_edit
-from ansible.module_utils.sglang_gate_write import log_problem, replace_problem
 
 
 def run(module: AnsibleModule) -> None:
@@ -219,14 +173,13 @@ def run(module: AnsibleModule) -> None:
     package_dir = locate_package(module, params["package_dir"], params["python"])
     if package_dir is None:
         module.exit_json(changed=False, state="not_installed", action="none", version="not installed",
-                         file="", lineno=0, upstream_enabled=False, record_stale=False, server_args={},
-                         log="keep", outcome="shipped", decided_by="nothing", enabled=enabled,
-                         message="SGLang is not installed yet: check mode cannot inspect its gate.")
+                         file="", lineno=0, regexp="", edit_line="", upstream_enabled=False, server_args={},
+                         enabled=enabled, message="SGLang is not installed yet: check mode cannot inspect its gate.")
     try:
-        module.exit_json(**inspect_and_plan(module, package_dir, enabled))
-    except GateError as exc:
+        module.exit_json(**decide_edit(module, package_dir, enabled))
+    except (GateError, RecordError) as exc:
         module.fail_json(msg=str(exc), package_dir=package_dir)
-    except (OSError, ValueError, csv.Error) as exc:
+    except (OSError, ValueError) as exc:
         # The checks name what they refuse; this names whatever slipped past them.
         where = getattr(exc, "filename", None) or package_dir
         module.fail_json(msg=f"reading SGLang's autotune gate under {package_dir} failed at {where}: "
@@ -235,46 +188,51 @@ def run(module: AnsibleModule) -> None:
                          package_dir=package_dir)
 
 
-def inspect_and_plan(module: AnsibleModule, package_dir: str, enabled: bool) -> dict:
+def decide_edit(module: AnsibleModule, package_dir: str, enabled: bool) -> dict:
     """The module's result; GateError (or an OSError that names its file) when it must fail."""
-    params = module.params
+    state_dir = Path(module.params["state_dir"])
     report = inspect_gate(package_dir)
-    state_file = state_file_for(params["state_dir"], report.file)
-    result = dict(report.as_dict(), state_file=str(state_file), record={}, changed=False, enabled=enabled)
-    if params["verify"]:
-        problems = verify_gate(report, params["verify"], params["expect_sha256"])
-        if problems:
-            raise GateError(f"verification of {report.file} failed: " + "; ".join(problems))
-        result["message"] = (f"SGLang {report.version}: proven {report.state} at "
-                             f"{report.file}:{report.lineno}, sha256 {report.sha256}")
-        return result
-    shipped = shipped_digest(report)
-    # With RECORD, this project's log is never read: it cannot decide anything.
-    record = read_record(state_file) if shipped is None else None
-    result["record"] = record or {}
-    result["shipped_record"] = shipped.record if shipped else ""
-    plan = plan_edit(report, shipped, record, enabled)
-    if plan.action != "none":
+    data = Path(report.file).read_bytes()
+    state_file = state_file_for(state_dir, report.file)
+    record = record_digest(report.package_dir, report.file, report.version)
+    # With RECORD, this role's log is never read: it cannot decide anything.
+    log, log_why = read_log(state_file) if record is None else (None, "")
+    decision = decide(report, reference(report, record, log, log_why, state_file), enabled, data)
+    if decision.action != "none":
         problem = replace_problem(Path(report.file))
         if problem:
             raise GateError(
-                f"SGLang {report.version}: {report.file} cannot be edited ({plan.action} the "
+                f"SGLang {report.version}: {report.file} cannot be edited ({decision.action} the "
                 f'"flashinfer_cutlass", entry): {problem}. Nothing was changed; --check fails '
                 "the same way."
             )
-    log_why = log_problem(Path(params["state_dir"]), state_file)
-    if shipped is None and plan.action == "enable" and log_why:
-        raise GateError(
-            f"SGLang {report.version}: no RECORD lists {report.file} (an editable or source "
-            f"install), so this role's log is what a later rollback reads, and it cannot be "
-            f"written: {log_why}. Nothing was changed. Point sglang_autotune_state_dir at a "
-            "writable directory, or install SGLang from a wheel (pip's RECORD then decides)."
-        )
-    plan_dict = plan.as_dict()
-    plan_dict["edit_line"] = plan_dict.pop("line")
-    plan_dict["log"], plan_dict["log_text"] = log_step(plan, report, state_file, shipped)
-    result.update(plan_dict)
-    return result
+    changed, log_warning = False, ""
+    if decision.action == "none":
+        # No edit is due, so the file is final: its log is kept here (after an edit, by the proof).
+        final = final_log(report, decision.shipped)
+        decides = decision.shipped.reference.kind != "RECORD"
+        if final is not None:
+            changed, log_warning = write_log(state_dir, state_file, log_text(final), decides, module.check_mode)
+        else:
+            changed, log_warning = remove_log(state_file, module.check_mode)
+        if log_warning:
+            module.warn(log_warning)
+    ahead = log_ahead(report, decision)
+    if ahead is not None:
+        why = log_problem(state_dir, state_file)
+        if not why:
+            changed, why = write_log(state_dir, state_file, log_text(ahead), True, module.check_mode)
+        if why:
+            raise GateError(
+                f"SGLang {report.version}: no RECORD lists {report.file} (an editable or source "
+                f"install), so this role's log is what a later rollback reads, and it cannot be "
+                f"written: {why}. Nothing was changed. Point sglang_autotune_state_dir at a "
+                "writable directory, or install SGLang from a wheel (pip's RECORD then decides)."
+            )
+    return dict(report.as_dict(), changed=changed, enabled=enabled, state_file=str(state_file),
+                action=decision.action, regexp=decision.regexp, edit_line=decision.line,
+                upstream_enabled=decision.upstream_enabled, server_args=decision.server_args,
+                decided_by=decision.shipped.reference.kind, log_warning=log_warning, message=decision.message)
 
 
 def main() -> None:
@@ -283,8 +241,6 @@ def main() -> None:
             LOCATE_ARGUMENT_SPEC,
             autotune=dict(type="raw", default=True),
             state_dir=dict(type="path", default="/var/lib/sglang_autotune"),
-            verify=dict(type="str", choices=["enabled", "commented"]),
-            expect_sha256=dict(type="str", default=""),
         ),
         required_one_of=LOCATE_REQUIRED_ONE_OF,
         supports_check_mode=True,

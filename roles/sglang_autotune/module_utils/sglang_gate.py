@@ -1,32 +1,20 @@
-"""Find, inspect and verify SGLang's FlashInfer autotune gate, read-only.
+"""Find and classify SGLang's FlashInfer autotune gate, read-only.
 
 SGLang decides whether to run FlashInfer's autotune in a gate function,
 ``_should_run_flashinfer_autotune`` (or ``should_run_flashinfer_autotune``),
 that lists the MoE runner backends to tune. Up to 0.5.12 that list carries
 ``"flashinfer_cutlass",`` only as a comment, so the cutlass backend used on
-SM120 is never tuned. This module finds the gate in an installed SGLang tree,
-says whether that entry is commented, enabled or absent, plans the one-line
-edit that ``ansible.builtin.lineinfile`` makes, and proves the result.
-
-What "as shipped" means is decided by pip's ``RECORD`` in the installed
-``sglang-<version>.dist-info`` (the sha256 of every shipped file) and by the
-file itself: the file is either RECORD's bytes, or RECORD's bytes with the
-entry line toggled (our edit, whoever made it), or something else that is
-refused. No record of this project decides anything while RECORD is there, so
-a run killed at any moment leaves a state the next run reads correctly.
-
-Nothing here writes a file: the edit is lineinfile's, so that ``--check
---diff`` and Ansible's change reporting work as users expect.
+SM120 is never tuned. This file finds the gate in an installed SGLang tree and
+says whether that entry is commented, enabled or absent, refusing every form
+it does not edit. ``sglang_gate_plan`` decides and proves from what it finds;
+``sglang_gate_record`` reads pip's RECORD. Nothing here writes a file: the
+edit is ``ansible.builtin.lineinfile``'s.
 """
 
 from __future__ import annotations
 
 import ast
-import base64
-import csv
 import hashlib
-import io
-import json
 import os
 import re
 import stat
@@ -57,15 +45,14 @@ ENTRY_RE = re.compile(r'^(?P<indent>[ \t]*)(?P<comment>#[ \t]*)?"flashinfer_cutl
 # (single quotes, `##`, a trailing comment) is quoted back to the operator.
 MENTION_RE = re.compile(r"""["']flashinfer_cutlass["']""")
 
-# The regexps handed to lineinfile. Each must match exactly one line of the
-# file, and that line must sit inside the gate: lineinfile edits the last
-# match, so a second match anywhere would be edited instead.
+# The regexps handed to lineinfile (with backrefs, so a line that does not match
+# is never added). Each must match exactly one line of the file, and that line
+# must sit inside the gate: lineinfile edits the last match, so a second match
+# anywhere would be edited instead.
 ENABLE_REGEXP = r'^([ \t]*)#[ \t]*("flashinfer_cutlass",)[ \t]*$'
-ENABLE_LINE = r"\1\2"
 DISABLE_REGEXP = r'^([ \t]*)("flashinfer_cutlass",)[ \t]*$'
-# The comment forms a rollback may restore, tried against RECORD in this order.
-DISABLE_LINES = (r"\1# \2", r"\1#\2")
-DISABLE_LINE_DEFAULT = DISABLE_LINES[0]
+# The comment forms SGLang has shipped the entry in, tried against RECORD in this order.
+COMMENTS = ("# ", "#")
 
 
 FIX_HINT = (
@@ -98,14 +85,6 @@ class GateReport:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass
-class Shipped:
-    """What pip's RECORD says the gate file was when it was installed."""
-
-    sha256: str
-    record: str
 
 
 def shown(text: str) -> str:
@@ -368,138 +347,33 @@ def inspect_gate(package_dir: str | Path) -> GateReport:
     return report
 
 
-RECORD_SHA256_RE = re.compile(r"sha256=([A-Za-z0-9_-]{43})=?")
-
-
-def _record_hex(record: Path, lineno: int, row: list[str], version: str) -> str:
-    """The hex sha256 a RECORD row names; GateError when the row is corrupt.
-
-    A row that lists the gate file but whose hash is missing, not sha256 or not
-    32 bytes of urlsafe base64 is corrupt: taking it for "no RECORD" would hand
-    the decision to this project's log.
-    """
-    digest = row[1] if len(row) > 1 else ""
-    match = RECORD_SHA256_RE.fullmatch(digest)
-    if match:
-        raw = base64.urlsafe_b64decode(match.group(1) + "=")
-        if len(raw) == 32:
-            return raw.hex()
-    algorithm = digest.partition("=")[0] if "=" in digest else ""
-    why = ("it has no hash" if not digest else
-           f"its hash uses {algorithm}, this role compares sha256 only"
-           if algorithm and algorithm != "sha256" and algorithm.isidentifier() else
-           f"its hash {digest!r} is not sha256=<43 characters of urlsafe base64>")
-    raise GateError(
-        f"{record} line {lineno} lists {row[0]!r}, the gate file, but {why}: this RECORD is "
-        "corrupt, so what SGLang shipped cannot be known. Nothing was changed. Reinstall SGLang "
-        f"(pip install --force-reinstall --no-deps sglang=={version} with the virtualenv's pip)."
-    )
-
-
-def _record_rows(record: Path) -> list[list[str]]:
-    try:
-        text = record.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise GateError(f"cannot read {record}: {exc.strerror}. Nothing was changed. Make it "
-                        "readable, or reinstall SGLang.") from exc
-    if "\x00" in text:
-        raise GateError(f"{record} holds a NUL byte: this RECORD is corrupt. Nothing was "
-                        "changed. Reinstall SGLang.")
-    try:
-        return list(csv.reader(io.StringIO(text)))
-    except csv.Error as exc:
-        raise GateError(f"{record} is not CSV ({exc}): this RECORD is corrupt. Nothing was "
-                        "changed. Reinstall SGLang.") from exc
-
-
-def shipped_digest(report: GateReport) -> Optional[Shipped]:
-    """The sha256 pip recorded for the gate file at install; None without a RECORD listing it.
-
-    An editable or source install has no RECORD next to the package listing the
-    file. Two dist-info folders that disagree about it (a broken upgrade) are
-    refused, and so is a RECORD that lists the file with a malformed hash.
-    """
-    site = Path(report.package_dir).parent
-    rel = os.path.relpath(report.file, site)
-    found: list[tuple[str, str]] = []
-    for dist_info in sorted(site.glob("sglang-*.dist-info")):
-        record = dist_info / "RECORD"
-        kind = file_kind(record)
-        if kind == "missing":
-            continue
-        if kind != "file":
-            raise GateError(f"{record} is a {kind}, expected pip's RECORD file. Nothing was "
-                            "changed. Reinstall SGLang.")
-        for lineno, row in enumerate(_record_rows(record), start=1):
-            if row and os.path.normpath(row[0]) == rel:
-                found.append((str(record), _record_hex(record, lineno, row, report.version)))
-    if len({digest for _, digest in found}) > 1:
-        raise GateError(
-            f"{len(found)} RECORD rows list {report.file} with different sha256 "
-            f"({', '.join(f'{r}: {d}' for r, d in found)}): more than one SGLang is "
-            "installed over the other, or RECORD is corrupt. Reinstall SGLang into a clean virtualenv."
-        )
-    if not found:
-        return None
-    record, digest = found[0]
-    return Shipped(sha256=digest, record=record)
-
-
-def apply_edit(data: bytes, lineno: int, regexp: str, line: str) -> bytes:
-    """The bytes lineinfile writes when `regexp` (with backrefs `line`) edits line `lineno`."""
-    lines = data.split(b"\n")
-    current = lines[lineno - 1].decode("utf-8-sig" if lineno == 1 else "utf-8")
-    match = re.search(regexp, current)
-    if not match:
-        raise GateError(f"internal: {regexp!r} does not match line {lineno} ({current!r})")
-    new = match.expand(line).encode("utf-8")
-    if lineno == 1 and data.startswith(b"\xef\xbb\xbf"):
-        new = b"\xef\xbb\xbf" + new
-    lines[lineno - 1] = new
-    return b"\n".join(lines)
-
-
 def regexp_matches(source: str, regexp: str) -> list[int]:
     pattern = re.compile(regexp)
     return [n for n, text in enumerate(source_lines(source), start=1) if pattern.search(text)]
 
 
-def state_file_for(state_dir: str | Path, gate_file: str | Path) -> Path:
-    """Where the log of this project's edit to gate_file lives (one name per real path)."""
-    name = str(gate_file).strip("/").replace("/", "__")
-    tag = hashlib.sha256(str(gate_file).encode("utf-8")).hexdigest()[:12]
-    return Path(state_dir) / f"{name}.{tag}.json"
+def other_forms(line: str) -> list[str]:
+    """The entry line with its comment toggled, in each form SGLang may have shipped it.
+
+    An enabled line may have been shipped as either comment form; a commented
+    one as the bare entry. Trailing whitespace is not kept: SGLang ships none.
+    """
+    match = ENTRY_RE.match(line)
+    if not match:
+        return []
+    entry = f'{match.group("indent")}"{BACKEND}",'
+    if match.group("comment") is not None:
+        return [entry]
+    return [f'{match.group("indent")}{comment}"{BACKEND}",' for comment in COMMENTS]
 
 
-def read_record(path: Optional[Path]) -> Optional[dict[str, Any]]:
-    if path is None or file_kind(path) != "file":
-        return None
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise GateError(
-            f"state file {path} is not readable JSON ({exc}); remove it and re-run"
-        ) from exc
-    return record if isinstance(record, dict) else None
+def with_line(data: bytes, lineno: int, text: str) -> bytes:
+    """`data` with line `lineno` (1-based, LF-separated) put back as `text`; a BOM on line 1 stays.
 
-
-def verify_gate(report: GateReport, expect: str, expect_sha256: str = "") -> list[str]:
-    """Prove the gate is in the expected state; return the problems (empty means proven)."""
-    problems: list[str] = []
-    path = Path(report.file)
-    source = decode_source(path, path.read_bytes())
-    try:
-        compile(source, report.file, "exec")
-    except SyntaxError as exc:
-        problems.append(f"{report.file} no longer compiles (line {exc.lineno}: {exc.msg})")
-    want_listed = expect == "enabled"
-    if report.state != expect:
-        problems.append(f'expected the "{BACKEND}", entry {expect}, found it {report.state}')
-    if report.ast_listed != want_listed:
-        problems.append(
-            f'the parsed gate {report.gate_function}() {"lists" if report.ast_listed else "does not list"} '
-            f'"{BACKEND}"; expected it {"listed" if want_listed else "not listed"}'
-        )
-    if expect_sha256 and report.sha256 != expect_sha256:
-        problems.append(f"sha256 of {report.file} is {report.sha256}, expected {expect_sha256}")
-    return problems
+    Used only to ask whether a file read from disk is a reference's bytes with
+    that one line changed, never to predict what an edit will write.
+    """
+    lines = data.split(b"\n")
+    bom = b"\xef\xbb\xbf" if lineno == 1 and lines[0].startswith(b"\xef\xbb\xbf") else b""
+    lines[lineno - 1] = bom + text.encode("utf-8")
+    return b"\n".join(lines)

@@ -1,61 +1,63 @@
-"""Plan the one edit of SGLang's autotune gate, from pip's RECORD and the file.
+"""Decide the one edit of SGLang's autotune gate, and prove it from the file read back.
 
-``sglang_gate`` finds and classifies the gate; this file decides what a run
-does with it. With RECORD listing the gate file, the file is as shipped
-(RECORD's bytes), patched (RECORD's bytes with only the entry line toggled, by
-whoever) or refused; this project's log is written, never read. Without RECORD
-(an editable or source install) this project's record of its edits decides,
-as it did before RECORD was used.
+One engine, run on two readings of the file: before the edit on the file as
+found (``decide``), after it on the file read back (``prove``). Both compare the
+file with its reference, what it was before any edit of this role's:
+
+- pip's RECORD (``sglang_gate_record``), whenever a RECORD lists the file;
+- without one (an editable or source install), this role's log of the original
+  bytes and entry line, written before the first edit because nothing else
+  remembers them after it;
+- without either, the file as found.
+
+A file is the reference's bytes (as shipped), or those bytes with only the
+entry line toggled (patched, by this role, by hand, or by a run killed after
+its edit), or it is refused. Nothing here predicts what lineinfile writes: the
+proof reads the result back and puts the one line back as shipped.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 try:
     from ansible.module_utils.sglang_gate import (
         BACKEND,
-        DISABLE_LINE_DEFAULT,
-        DISABLE_LINES,
         DISABLE_REGEXP,
-        ENABLE_LINE,
         ENABLE_REGEXP,
         ENTRY_RE,
         FIX_HINT,
         GateError,
         GateReport,
-        Shipped,
-        apply_edit,
         decode_source,
-        file_kind,
+        other_forms,
         regexp_matches,
         sha256_bytes,
         shown,
+        with_line,
     )
 except ImportError:  # pytest imports this file outside Ansible
     from sglang_gate import (
         BACKEND,
-        DISABLE_LINE_DEFAULT,
-        DISABLE_LINES,
         DISABLE_REGEXP,
-        ENABLE_LINE,
         ENABLE_REGEXP,
         ENTRY_RE,
         FIX_HINT,
         GateError,
         GateReport,
-        Shipped,
-        apply_edit,
         decode_source,
-        file_kind,
+        other_forms,
         regexp_matches,
         sha256_bytes,
         shown,
+        with_line,
     )
+
+NO_RECORD = (" (No RECORD lists this file, an editable or source install: this role's log of the "
+             "original decides, and a rollback cannot be checked against what was shipped.)")
 
 
 # Where Ansible's argument spec (check_type_bool) and its `bool` filter read a
@@ -83,31 +85,135 @@ def autotune_choice(value: Any, name: str = "sglang_autotune_enabled") -> bool:
 
 
 @dataclass
-class Plan:
-    """What the role should do, and why, in words an operator reads in the output.
+class Reference:
+    """What the gate file was before any edit of this role's, and who says so."""
 
-    outcome: "patched" (the file will be RECORD's bytes plus our edit) or
-    "shipped" (the file will be as shipped). log: what to do with this
-    project's log of the edit ("write", "remove" or "keep").
-    """
+    kind: str  # "RECORD", "log" (no RECORD: this role's log) or "file" (neither: the file as found)
+    sha256: str
+    source: str = ""  # the RECORD or the log
+    line: str = ""  # kind "log": the entry line as it was
+    unusable: str = ""  # kind "file": why a log at this role's name for the file cannot be used
 
-    action: str
+
+@dataclass
+class Shipped:
+    """How the file was before any edit, proven from its bytes against the reference."""
+
+    reference: Reference
+    state: str  # the entry as shipped: "commented" or "enabled"
+    line: str  # the entry line as shipped
+
+
+def reference(report: GateReport, record: Optional[tuple[str, str]], log: Optional[dict[str, Any]],
+              log_why: str, state_file: Path) -> Reference:
+    """RECORD's (path, sha256) when there is one; else this role's log when it names the original; else the file."""
+    if record is not None:
+        return Reference("RECORD", record[1], record[0])
+    if log is not None and log.get("file") != report.file:
+        return Reference("file", report.sha256)  # another file's log is not this file's
+    if log is not None:
+        sha, line = log.get("original_sha256"), log.get("original_line")
+        match = ENTRY_RE.match(line) if isinstance(line, str) else None
+        if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha) and match and match.group("comment"):
+            return Reference("log", sha, str(state_file), line)
+        log_why = f"{state_file} does not name the original sha256 and commented entry line"
+    return Reference("file", report.sha256, str(state_file) if log_why else "", unusable=log_why)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    numbers = re.match(r"^(\d+(?:\.\d+)*)", version)
+    return tuple(int(n) for n in numbers.group(1).split(".")) if numbers else ()
+
+
+def _reinstall(version: str) -> str:
+    pin = f"=={version}" if _release(version) else ""
+    return (f"Reinstall SGLang to get the shipped file back (e.g. pip install --force-reinstall "
+            f"--no-deps sglang{pin} with the virtualenv's pip).")
+
+
+def _mismatch(report: GateReport, ref: Reference, data: bytes, forms: list[str]) -> str:
+    version = report.version
+    toggled = sha256_bytes(with_line(data, report.lineno, forms[0])) if forms else ""
+    if ref.kind == "RECORD":
+        return (f"SGLang {version}: {report.file} is neither as shipped nor as shipped plus the "
+                f"one-line edit of its \"{BACKEND}\", entry: its sha256 is {report.sha256}, "
+                f"{ref.source} names {ref.sha256}, and with line {report.lineno} "
+                f"{'uncommented' if report.state == 'commented' else 're-commented'} it would be "
+                f"{toggled}. So the file changed since it was installed, by more than the comment of "
+                f"that entry: on another line, or on the entry line itself (now {shown(report.line)}; "
+                f"a TAB or other whitespace where SGLang has spaces counts). RECORD holds only hashes, "
+                f"so where cannot be located. Nothing was changed. {_reinstall(version)}")
+    if ref.kind == "log":
+        return (f"SGLang {version}: {report.file} changed since this project patched it: its sha256 "
+                f"is {report.sha256}, and with line {report.lineno} put back as {shown(ref.line)} it "
+                f"would be {toggled}, not the {ref.sha256} that {ref.source} names. So a rollback "
+                f"cannot restore the original bytes. Nothing was changed. {_reinstall(version)}"
+                + NO_RECORD)
+    return (f"SGLang {version}: {report.file} has the entry enabled, and this role's log of it cannot "
+            f"be used ({ref.unusable}): the file may carry this project's patch, changed since this "
+            f"project patched it, and without RECORD nothing else names the original bytes. Nothing "
+            f"was changed. {_reinstall(version)} If SGLang ships the entry enabled, remove "
+            f"{ref.source}." + NO_RECORD)
+
+
+def shipped(report: GateReport, ref: Reference, data: bytes) -> Shipped:
+    """The entry as shipped, from the file's bytes (`data`); GateError when they are not the
+    reference's bytes, with or without the entry line toggled."""
+    if ref.kind == "file" and ref.unusable and report.state == "enabled":
+        raise GateError(_mismatch(report, ref, data, []))
+    if report.sha256 == ref.sha256:
+        return Shipped(ref, report.state, report.line)
+    if ref.kind == "RECORD":
+        forms = other_forms(report.line)
+    else:  # this role logs only what it uncommented
+        forms = [ref.line] if report.state == "enabled" else []
+    for form in forms:
+        if sha256_bytes(with_line(data, report.lineno, form)) == ref.sha256:
+            return Shipped(ref, "enabled" if report.state == "commented" else "commented", form)
+    if ref.kind == "log" and report.state == "commented":
+        # Reinstalled or changed since the log was written, without this role's edit: a stale log.
+        stale = Reference("file", report.sha256, ref.source,
+                          unusable=f"{ref.source} describes other bytes (SGLang reinstalled or the file changed since)")
+        return Shipped(stale, report.state, report.line)
+    raise GateError(_mismatch(report, ref, data, forms))
+
+
+def target_state(shipped_state: str, enabled: bool) -> str:
+    """The entry's state after this run: enabled when autotune is wanted or SGLang ships it so."""
+    return "enabled" if enabled or shipped_state == "enabled" else "commented"
+
+
+def _absent_message(report: GateReport, ref: Reference) -> str:
+    version = report.version
+    where = (f'SGLang {version}: the gate {report.gate_function}() in {report.file} (lines '
+             f'{report.gate_lines[0]}-{report.gate_lines[1]}) has no "{BACKEND}", entry, '
+             f"commented or not. Searched: {', '.join(report.searched)}.")
+    if ref.kind == "RECORD" and ref.sha256 != report.sha256:
+        return (f"{where} The file also differs from what {ref.source} names for it "
+                f"(sha256 {report.sha256}, shipped {ref.sha256}): the entry was removed or "
+                f"the file edited since SGLang was installed. Nothing was changed. "
+                f"{_reinstall(version)}")
+    if _release(version) and _release(version) < (0, 5, 7):
+        return (f"{where} This version cannot autotune the {BACKEND} MoE backend (0.5.6 and "
+                f"older gate on attention backends behind --enable-flashinfer-autotune); use "
+                f"SGLang 0.5.7 or later.")
+    origin = "the file is as shipped (RECORD agrees)" if ref.kind == "RECORD" else "there is no RECORD to compare with"
+    return (f"{where} The entry is gone from this version's gate; {origin}. This role has no "
+            f"line to edit here: check how SGLang {version} decides on {BACKEND} autotune, and "
+            f"use --disable-flashinfer-autotune to turn autotune off.")
+
+
+@dataclass
+class Decision:
+    """The one edit (or none) that makes the gate match `autotune`, in words for the operator."""
+
+    action: str  # "enable", "disable" or "none"
     message: str
-    enabled_by_project: bool = False
-    upstream_enabled: bool = False
-    record_stale: bool = False
-    regexp: str = ""
-    line: str = ""
+    shipped: Shipped
+    upstream_enabled: bool
     server_args: dict[str, Any] = field(default_factory=dict)
-    decided_by: str = "RECORD"
-    shipped_sha256: str = ""
-    shipped_line: str = ""
-    expect_sha256: str = ""
-    outcome: str = "shipped"
-    log: str = "keep"
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    regexp: str = ""
+    line: str = ""  # lineinfile's line (backrefs: true); the entry lines hold no backslash
 
 
 def _unique_edit(report: GateReport, regexp: str) -> None:
@@ -122,195 +228,121 @@ def _unique_edit(report: GateReport, regexp: str) -> None:
         )
 
 
-def _release(version: str) -> tuple[int, ...]:
-    numbers = re.match(r"^(\d+(?:\.\d+)*)", version)
-    return tuple(int(n) for n in numbers.group(1).split(".")) if numbers else ()
+def _settled(report: GateReport, found: Shipped, enabled: bool) -> str:
+    version, kind = report.version, found.reference.kind
+    if report.state != found.state:
+        basis = "RECORD's bytes" if kind == "RECORD" else "the original bytes in this role's log"
+        return (f"SGLang {version}: {BACKEND} is already enabled at {report.file}:{report.lineno}; "
+                f"the file is {basis} plus that one-line edit. Nothing to change.")
+    if found.state == "commented":
+        agree = {"RECORD": "RECORD agrees", "log": "this role's log agrees"}.get(kind, "no RECORD to compare with")
+        return (f"SGLang {version}: {BACKEND} is commented out as shipped ({agree}); autotune of that "
+                "backend is off, nothing to change.")
+    if enabled:
+        return f"SGLang {version}: {BACKEND} autotune is enabled upstream (the file is as shipped); no patch needed."
+    return (f"SGLang {version}: {BACKEND} autotune is enabled upstream; the file is left as shipped "
+            "and the server gets --disable-flashinfer-autotune.")
 
 
-def _reinstall(version: str) -> str:
-    pin = f"=={version}" if _release(version) else ""
-    return (f"Reinstall SGLang to get the shipped file back (e.g. pip install --force-reinstall "
-            f"--no-deps sglang{pin} with the virtualenv's pip).")
-
-
-def _absent_message(report: GateReport, shipped: Optional[Shipped]) -> str:
-    version = report.version
-    where = (f'SGLang {version}: the gate {report.gate_function}() in {report.file} (lines '
-             f'{report.gate_lines[0]}-{report.gate_lines[1]}) has no "{BACKEND}", entry, '
-             f"commented or not. Searched: {', '.join(report.searched)}.")
-    if shipped and shipped.sha256 != report.sha256:
-        return (f"{where} The file also differs from what {shipped.record} names for it "
-                f"(sha256 {report.sha256}, shipped {shipped.sha256}): the entry was removed or "
-                f"the file edited since SGLang was installed. Nothing was changed. "
-                f"{_reinstall(version)}")
-    if _release(version) and _release(version) < (0, 5, 7):
-        return (f"{where} This version cannot autotune the {BACKEND} MoE backend (0.5.6 and "
-                f"older gate on attention backends behind --enable-flashinfer-autotune); use "
-                f"SGLang 0.5.7 or later.")
-    origin = "the file is as shipped (RECORD agrees)" if shipped else "there is no RECORD to compare with"
-    return (f"{where} The entry is gone from this version's gate; {origin}. This role has no "
-            f"line to edit here: check how SGLang {version} decides on {BACKEND} autotune, and "
-            f"use --disable-flashinfer-autotune to turn autotune off.")
-
-
-def plan_edit(report: GateReport, shipped: Optional[Shipped], record: Optional[dict[str, Any]],
-              autotune: bool) -> Plan:
-    """Decide the one edit (or none) that makes the gate match `autotune`.
-
-    With RECORD (`shipped`), the file and RECORD alone decide; without it this
-    falls back to this project's record of its own edits.
-    """
+def decide(report: GateReport, ref: Reference, enabled: bool, data: bytes) -> Decision:
+    """The edit that makes the gate match `enabled`, from the file's bytes and its reference."""
     if report.state == "absent":
-        raise GateError(_absent_message(report, shipped))
-    if shipped is None:
-        return _plan_from_record(report, record, autotune)
-
-    version, where = report.version, f"{report.file}:{report.lineno}"
-    data = Path(report.file).read_bytes()
-    if report.state == "commented":
-        edits = [(ENABLE_REGEXP, ENABLE_LINE)]
-    else:
-        edits = [(DISABLE_REGEXP, line) for line in DISABLE_LINES]
-    toggled = {line: apply_edit(data, report.lineno, regexp, line) for regexp, line in edits}
-
-    if report.sha256 == shipped.sha256:
-        shipped_state, shipped_line = report.state, report.line
-        back: Optional[tuple[str, str]] = None
-    else:
-        back = next(((regexp, line) for regexp, line in edits
-                     if sha256_bytes(toggled[line]) == shipped.sha256), None)
-        if back is None:
-            regexp, line = edits[0]
-            raise GateError(
-                f"SGLang {version}: {report.file} is neither as shipped nor as shipped plus the "
-                f"one-line edit of its \"{BACKEND}\", entry: its sha256 is {report.sha256}, "
-                f"{shipped.record} names {shipped.sha256}, and with line {report.lineno} "
-                f"{'uncommented' if report.state == 'commented' else 're-commented'} it would be "
-                f"{sha256_bytes(toggled[line])}. So the file changed since it was installed, "
-                f"by more than the comment of that entry: on another line, or on the entry line "
-                f"itself (now {shown(report.line)}; a TAB or other whitespace where SGLang has "
-                f"spaces counts). RECORD holds only hashes, so where cannot be located. Nothing "
-                f"was changed. {_reinstall(version)}"
-            )
-        shipped_state = "enabled" if report.state == "commented" else "commented"
-        shipped_line = apply_edit(data, report.lineno, *back).split(b"\n")[report.lineno - 1].decode("utf-8")
-
-    upstream = shipped_state == "enabled"
-    target = "commented" if shipped_state == "commented" and not autotune else "enabled"
-    outcome = "shipped" if target == shipped_state else "patched"
-    plan = Plan("none", "", upstream_enabled=upstream, shipped_sha256=shipped.sha256,
-                shipped_line=shipped_line, outcome=outcome,
-                log="write" if outcome == "patched" else "remove",
-                enabled_by_project=outcome == "patched",
-                server_args={} if autotune or not upstream else {"disable-flashinfer-autotune": True})
+        raise GateError(_absent_message(report, ref))
+    found = shipped(report, ref, data)
+    upstream = found.state == "enabled"
+    target = target_state(found.state, enabled)
+    note = "" if found.reference.kind == "RECORD" else NO_RECORD
+    decision = Decision("none", "", found, upstream,
+                        {} if enabled or not upstream else {"disable-flashinfer-autotune": True})
     if target == report.state:
-        plan.expect_sha256 = report.sha256
-        if outcome == "patched":
-            plan.message = (f"SGLang {version}: {BACKEND} is already enabled at {where}; the file "
-                            "is RECORD's bytes plus that one-line edit. Nothing to change.")
-        elif not upstream:
-            plan.message = (f"SGLang {version}: {BACKEND} is commented out as shipped (RECORD "
-                            "agrees); autotune of that backend is off, nothing to change.")
-        elif autotune:
-            plan.message = (f"SGLang {version}: {BACKEND} autotune is enabled upstream (the file "
-                            "is as shipped); no patch needed.")
-        else:
-            plan.message = (f"SGLang {version}: {BACKEND} autotune is enabled upstream; the file is "
-                            "left as shipped and the server gets --disable-flashinfer-autotune.")
-        return plan
-
+        decision.message = _settled(report, found, enabled) + note
+        return decision
+    where = f"{report.file}:{report.lineno}"
     if target == "enabled":
-        plan.action, plan.regexp, plan.line = "enable", ENABLE_REGEXP, ENABLE_LINE
-        plan.expect_sha256 = sha256_bytes(toggled[ENABLE_LINE])
-        plan.message = (f"SGLang {version}: uncommenting {BACKEND} at {where}"
-                        + (", as shipped upstream." if upstream else "."))
+        decision.action, decision.regexp, decision.line = "enable", ENABLE_REGEXP, other_forms(report.line)[0]
+        decision.message = f"SGLang {report.version}: uncommenting {BACKEND} at {where}" + (
+            ", as shipped upstream." if upstream else ".")
     else:
-        assert back is not None
-        plan.action, plan.regexp, plan.line = "disable", back[0], back[1]
-        plan.expect_sha256 = shipped.sha256
-        plan.message = (f"SGLang {version}: restoring the shipped comment at {where} (the bytes "
-                        f"{shipped.record} names).")
-    if upstream and not autotune:
-        plan.message += " The server gets --disable-flashinfer-autotune."
-    _unique_edit(report, plan.regexp)
-    return plan
+        ref = found.reference
+        named = f"the bytes {ref.source} names" if ref.kind == "RECORD" else f"the original bytes {ref.source} names"
+        decision.action, decision.regexp, decision.line = "disable", DISABLE_REGEXP, found.line
+        decision.message = f"SGLang {report.version}: restoring the shipped comment at {where} ({named})."
+    if upstream and not enabled:
+        decision.message += " The server gets --disable-flashinfer-autotune."
+    decision.message += note
+    _unique_edit(report, decision.regexp)
+    return decision
 
 
-def _plan_from_record(report: GateReport, record: Optional[dict[str, Any]], autotune: bool) -> Plan:
-    """No RECORD lists the file (an editable or source install): this project's record decides."""
-    version = report.version
-    note = (" (No RECORD lists this file, an editable or source install: this project's own "
-            "record of its edits decides, and a rollback cannot be checked against what was "
-            "shipped.)")
-    ours = bool(record) and record.get("file") == report.file
-    if report.state == "commented":
-        if not autotune:
-            return Plan("none", f"SGLang {version}: {BACKEND} is commented out; autotune of that "
-                        "backend is off, nothing to change." + note, record_stale=ours,
-                        decided_by="record", log="remove" if ours else "keep")
-        _unique_edit(report, ENABLE_REGEXP)
-        data = Path(report.file).read_bytes()
-        return Plan("enable", f"SGLang {version}: uncommenting {BACKEND} at "
-                    f"{report.file}:{report.lineno}." + note, record_stale=ours,
-                    regexp=ENABLE_REGEXP, line=ENABLE_LINE, decided_by="record",
-                    shipped_sha256=report.sha256, shipped_line=report.line,
-                    expect_sha256=sha256_bytes(apply_edit(data, report.lineno, ENABLE_REGEXP,
-                                                          ENABLE_LINE)),
-                    outcome="patched", log="write")
-
-    # enabled
-    if ours and record is not None and record.get("patched_sha256") == report.sha256:
-        if autotune:
-            return Plan("none", f"SGLang {version}: {BACKEND} already enabled by this project "
-                        f"at {report.file}:{report.lineno}." + note, enabled_by_project=True,
-                        decided_by="record", outcome="patched", expect_sha256=report.sha256)
-        _unique_edit(report, DISABLE_REGEXP)
-        original = str(record.get("original_line") or "")
-        line = original.replace("\\", "\\\\") if ENTRY_RE.match(original) else DISABLE_LINE_DEFAULT
-        return Plan("disable", f"SGLang {version}: restoring the original comment at "
-                    f"{report.file}:{report.lineno}." + note, enabled_by_project=True,
-                    regexp=DISABLE_REGEXP, line=line, decided_by="record",
-                    expect_sha256=str(record.get("original_sha256") or ""), log="remove")
-    if ours:
-        if autotune:
-            return Plan("none", f"SGLang {version}: {BACKEND} is enabled at "
-                        f"{report.file}:{report.lineno}." + note, enabled_by_project=True,
-                        decided_by="record", outcome="patched")
-        raise GateError(
-            f"SGLang {version}: {report.file} changed since this project patched it "
-            f"(sha256 {report.sha256}, recorded {record.get('patched_sha256')}), so rolling "
-            f"back cannot restore the original bytes. Reinstall SGLang to get the shipped "
-            f"file back." + note
-        )
-    # Upstream enables the entry from 0.5.13 on: commenting it out would disable
-    # what upstream enables, so the server flag is the supported off switch.
-    if autotune:
-        return Plan("none", f"SGLang {version}: {BACKEND} autotune is enabled upstream; "
-                    "no patch needed." + note, upstream_enabled=True, decided_by="record")
-    return Plan("none", f"SGLang {version}: {BACKEND} autotune is enabled upstream; the file "
-                "is left as shipped and the server gets --disable-flashinfer-autotune." + note,
-                upstream_enabled=True, server_args={"disable-flashinfer-autotune": True},
-                decided_by="record")
+def log_fields(report: GateReport, found: Shipped, patched_sha256: str) -> dict[str, Any]:
+    """The log of a patched file: what it was before the edit, and (once read back) after."""
+    ref = found.reference
+    return {"file": report.file, "version": report.version, "lineno": report.lineno,
+            "decided_by": "RECORD" if ref.kind == "RECORD" else "log",
+            "shipped_record": ref.source if ref.kind == "RECORD" else "",
+            "original_line": found.line, "original_sha256": ref.sha256, "patched_sha256": patched_sha256}
 
 
-def log_step(plan: Plan, report: GateReport, state_file: Path, shipped: Optional[Shipped]) -> tuple[str, str]:
-    """(what to do with the log, its text): "keep" where the log already says it or is absent."""
-    if plan.log == "remove":
-        return ("remove" if file_kind(state_file) != "missing" else "keep"), ""
-    if plan.log != "write":
-        return "keep", ""
-    text = json.dumps({
-        "file": report.file,
-        "version": report.version,
-        "lineno": report.lineno,
-        "decided_by": plan.decided_by,
-        "shipped_record": shipped.record if shipped else "",
-        "original_line": plan.shipped_line,
-        "original_sha256": plan.shipped_sha256,
-        "patched_sha256": plan.expect_sha256,
-    }, indent=4, sort_keys=True) + "\n"
+def final_log(report: GateReport, found: Shipped) -> Optional[dict[str, Any]]:
+    """The log of a file in its final state: a patched file's fields, or None (as shipped: no log)."""
+    return log_fields(report, found, report.sha256) if report.state != found.state else None
+
+
+def log_ahead(report: GateReport, decision: Decision) -> Optional[dict[str, Any]]:
+    """Without RECORD or a log naming the original: the log to write before uncommenting.
+
+    After the edit nothing else knows the original line and bytes, so a rollback
+    (or the proof) could not restore or check them; written first, a kill
+    between the log and the edit leaves a log that still describes the file.
+    """
+    if decision.action != "enable" or decision.shipped.reference.kind != "file":
+        return None
+    return log_fields(report, decision.shipped, "")
+
+
+@dataclass
+class Proof:
+    """What the file read back after the edit is, and the log that goes with it."""
+
+    outcome: str  # "patched" or "shipped"
+    pending: bool  # check mode: the edit was not made, so nothing could be read back
+    message: str
+    log: Optional[dict[str, Any]]  # the log's fields when patched; None: no log
+    decides: bool  # without RECORD the log is what a rollback reads
+
+
+def prove(report: GateReport, ref: Reference, enabled: bool, data: bytes, check: bool) -> Proof:
+    """Prove the file read back (`data`): AST, compile(), and its sha256 against the reference,
+    as is (as shipped) or with the entry line put back as shipped (patched). GateError when not."""
     try:
-        same = file_kind(state_file) == "file" and state_file.read_text(encoding="utf-8") == text
-    except (OSError, UnicodeDecodeError):
-        same = False
-    return ("keep" if same else "write"), text
+        compile(decode_source(Path(report.file), data), report.file, "exec")
+    except SyntaxError as exc:
+        raise GateError(f"{report.file} no longer compiles (line {exc.lineno}: {exc.msg})") from exc
+    if report.state == "absent":
+        raise GateError(f'{report.file} has no "{BACKEND}", entry in its gate any more')
+    try:
+        found = shipped(report, ref, data)
+    except GateError as exc:
+        raise GateError(f"read back after the edit, the file is not its reference's bytes with at most "
+                        f"the entry line changed, so something else changed it during this run. {exc}") from exc
+    target = target_state(found.state, enabled)
+    outcome = "shipped" if target == found.state else "patched"
+    decides = found.reference.kind != "RECORD"
+    log = log_fields(report, found, report.sha256) if outcome == "patched" else None  # final_log, once read back
+    if report.state != target and check:
+        return Proof(outcome, True, "Check mode: the edit is not made, so there is nothing to read back; "
+                     "a real run proves it.", log, decides)
+    if report.state != target or report.ast_listed != (target == "enabled"):
+        raise GateError(f'the "{BACKEND}", entry is {report.state} and the parsed gate '
+                        f'{"lists" if report.ast_listed else "does not list"} it, expected it {target}')
+    if found.reference.kind == "file":
+        raise GateError(f"no RECORD lists {report.file} and this role's log of the original "
+                        f"({found.reference.source or 'none'}) is gone or unusable, so the edit cannot be "
+                        "checked against the original bytes")
+    ref = found.reference
+    sha = (f"its sha256 {report.sha256} is what {ref.source} names" if outcome == "shipped" else
+           f"with line {report.lineno} put back as {shown(found.line)} it hashes to {ref.sha256}, what "
+           f"{ref.source} names")
+    return Proof(outcome, False, f"SGLang {report.version}: proven {report.state} at {report.file}:"
+                 f"{report.lineno}: the parsed gate {'lists' if report.ast_listed else 'does not list'} "
+                 f"{BACKEND}, the file compiles, and {sha}.", log, decides)

@@ -1,4 +1,4 @@
-"""What the autotune role's writes need, checked before they are made.
+"""The role's writes: what the gate's edit needs, and the log of the edit.
 
 Both writes replace a file by renaming a new one into its directory: the gate's
 edit (``ansible.builtin.lineinfile``) and the role's log. So a read-only mount,
@@ -6,20 +6,24 @@ an immutable file or directory, or a directory the user may not write makes
 both fail. Asking the same questions in check mode makes ``--check`` fail where
 a real run fails, and before any change in a real run.
 
-The log is only a log: when it cannot be written, ``write_log`` and
-``remove_log`` return a warning instead of raising, so a full disk or a file
-where the log directory should be never fails a patch or a rollback.
+The log holds what the file was before this role's edit. While pip's RECORD
+lists the gate file it is only a log: when it cannot be written, ``write_log``
+and ``remove_log`` return a warning instead of raising, so a full disk or a
+file where the log directory should be never fails a patch or a rollback.
+Without RECORD it is the reference a rollback reads.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import json
 import os
 import stat
 import struct
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 FS_IOC_GETFLAGS = 0x80086601  # _IOR('f', 1, long), as lsattr asks
 FS_IMMUTABLE_FL = 0x10
@@ -72,6 +76,32 @@ def _mode(path: Path) -> str:
     return f"{stat.S_IMODE(info.st_mode):04o}, owner uid {info.st_uid}"
 
 
+def state_file_for(state_dir: str | Path, gate_file: str | Path) -> Path:
+    """Where the log of this role's edit to gate_file lives (one name per real path)."""
+    name = str(gate_file).strip("/").replace("/", "__")
+    tag = hashlib.sha256(str(gate_file).encode("utf-8")).hexdigest()[:12]
+    return Path(state_dir) / f"{name}.{tag}.json"
+
+
+def read_log(state_file: Path) -> tuple[Optional[dict[str, Any]], str]:
+    """(the log, ""); (None, "") when there is none; (None, why) when it cannot be read."""
+    if not os.path.lexists(state_file):
+        return None, ""
+    if state_file.is_symlink() or not state_file.is_file():
+        return None, f"{state_file} is not a regular file"
+    try:
+        log = json.loads(state_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return None, f"{state_file} is not readable JSON ({exc})"
+    if not isinstance(log, dict):
+        return None, f"{state_file} holds JSON that is not an object"
+    return log, ""
+
+
+def log_text(fields: dict[str, Any]) -> str:
+    return json.dumps(fields, indent=4, sort_keys=True) + "\n"
+
+
 def log_problem(state_dir: Path, state_file: Path) -> Optional[str]:
     """Why the log `state_file` in `state_dir` cannot be written; None when it can."""
     if os.path.lexists(state_dir) and not state_dir.is_dir():
@@ -93,9 +123,12 @@ def _warning(state_file: Path, doing: str, why: str, decides: bool) -> str:
     return f"The log {state_file} was not {doing}: {why}. {use}"
 
 
-def write_log(state_dir: Path, state_file: Path, text: str, decides: bool = False,
+def write_log(state_dir: Path, state_file: Path, text: Optional[str], decides: bool = False,
               check: bool = False) -> tuple[bool, str]:
-    """Write the log atomically: (changed, warning); a failure is a warning, never an exception."""
+    """Write the log atomically: (changed, warning); a failure is a warning, never an exception.
+
+    `text` None (check mode, before the edit it logs): only whether it could be written.
+    """
     try:
         if state_file.is_file() and not state_file.is_symlink() and state_file.read_text(encoding="utf-8") == text:
             return False, ""
@@ -104,7 +137,7 @@ def write_log(state_dir: Path, state_file: Path, text: str, decides: bool = Fals
     problem = log_problem(state_dir, state_file)
     if problem:
         return False, _warning(state_file, "written", problem, decides)
-    if check:
+    if check or text is None:
         return True, ""
     temp = None
     try:
