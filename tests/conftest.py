@@ -22,8 +22,6 @@ REPO = Path(__file__).resolve().parent.parent
 # project's module_utils by the same names as the modules do.
 ansible.module_utils.__path__.extend(
     [str(path) for path in sorted(REPO.glob("roles/*/module_utils"))] + [str(REPO / "module_utils")])
-sys.path.insert(0, str(REPO / "roles" / "sglang_autotune" / "module_utils"))
-sys.path.insert(0, str(REPO / "module_utils"))
 
 # What ../shared/reference/sglang.md says of each release (0.5.7: read from its wheel), checked by the tests.
 EXPECTED_STATE = {

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, sglang_wheel
 
-sys.path.insert(0, str(REPO / "roles" / "sglang_bench" / "module_utils"))
-from sglang_bench_command import (  # noqa: E402
+from ansible.module_utils.sglang_bench_command import (  # noqa: E402
     BenchError, USED_FLAGS, find_benchmark, inspect_benchmark, level_commands, prompts_for, read_flags,
 )
 

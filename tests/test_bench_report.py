@@ -14,9 +14,8 @@ import pytest
 from bench_keys import result_keys
 from conftest import REPO, tree_digest
 
-sys.path.insert(0, str(REPO / "roles" / "sglang_bench" / "module_utils"))
-from sglang_bench_output import OutputError, dir_problem, write_all  # noqa: E402
-from sglang_bench_report import (  # noqa: E402
+from ansible.module_utils.sglang_bench_output import OutputError, dir_problem, write_all  # noqa: E402
+from ansible.module_utils.sglang_bench_report import (  # noqa: E402
     REQUIRED_KEYS, ReportError, level_summary, md_code, md_text, parse_power, plot_label, read_runs,
     render_markdown, render_plot,
 )

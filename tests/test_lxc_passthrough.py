@@ -14,13 +14,11 @@ import pytest
 from conftest import tree_digest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "roles" / "lxc_container" / "module_utils"))
-sys.path.insert(0, str(REPO / "roles" / "gpu_host" / "module_utils"))
 sys.path.insert(0, str(REPO / "tests"))
 
 from fake_nvidia_root import build  # noqa: E402
-from lxc_config_write import write_in_place  # noqa: E402
-from lxc_passthrough import (  # noqa: E402
+from ansible.module_utils.lxc_config_write import write_in_place  # noqa: E402
+from ansible.module_utils.lxc_passthrough import (  # noqa: E402
     checked_nodes,
     gpu_count,
     memlock_lines,
@@ -32,7 +30,7 @@ from lxc_passthrough import (  # noqa: E402
     raw_lines,
     rootfs_problem,
 )
-from nvidia_discovery import discover  # noqa: E402
+from ansible.module_utils.nvidia_discovery import discover  # noqa: E402
 
 GPU = REPO / "tests" / "fixtures" / "gpu"
 PCT = REPO / "tests" / "fixtures" / "pct"

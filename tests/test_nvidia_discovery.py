@@ -13,7 +13,6 @@ import pytest
 from conftest import tree_digest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "roles" / "gpu_host" / "module_utils"))
 sys.path.insert(0, str(REPO / "tests"))
 
 from fake_nvidia_root import build, parse_ls  # noqa: E402

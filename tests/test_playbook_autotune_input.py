@@ -22,7 +22,7 @@ from conftest import EXPECTED_STATE, REPO, tree_digest, unpack_sglang, wheel_mem
 from fs_faults import chattr, full_disk, readonly_mount
 from test_playbook_autotune import COMMENTED_ENTRY, run_hosts, set_record_hash
 
-import sglang_gate_write as logs
+import ansible.module_utils.sglang_gate_write as logs
 
 VERSION = "0.5.12"
 REL = EXPECTED_STATE[VERSION][1]

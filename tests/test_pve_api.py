@@ -10,9 +10,8 @@ import pytest
 import requests
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "roles" / "lxc_container" / "module_utils"))
 
-from pve_api import (  # noqa: E402
+from ansible.module_utils.pve_api import (  # noqa: E402
     ApiLogin,
     explain,
     lock_problem,
@@ -22,7 +21,7 @@ from pve_api import (  # noqa: E402
     task_error,
     wanted_privileges,
 )
-from pve_container import Request, plan_update  # noqa: E402
+from ansible.module_utils.pve_container import Request, plan_update  # noqa: E402
 
 LOGIN = ApiLogin(host="pve1.example.internal", port=8006, user="root@pam", token_id="ansible",
                  token_secret="s3cr3t-token")

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from conftest import COMMENTED, EXPECTED_STATE, UPSTREAM, VERSIONS, tree_digest
 
-import sglang_gate as gate
-import sglang_gate_plan as planner
-import sglang_gate_record as recorded
-import sglang_gate_write as logs
+import ansible.module_utils.sglang_gate as gate
+import ansible.module_utils.sglang_gate_plan as planner
+import ansible.module_utils.sglang_gate_record as recorded
+import ansible.module_utils.sglang_gate_write as logs
 
 NO_LOG = Path("/nonexistent/sglang_autotune/log.json")
 

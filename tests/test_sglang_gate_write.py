@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, tree_digest
 from fs_faults import chattr, full_disk, readonly_mount
 
-import sglang_gate_write as write
+import ansible.module_utils.sglang_gate_write as write
 
 TEXT = '{"file": "/x.py"}\n'
 

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "roles" / "sglang" / "module_utils"))
 
-import sglang_venv_inspect as svi  # noqa: E402
-import sglang_venvs as sv  # noqa: E402
+import ansible.module_utils.sglang_venv_inspect as svi  # noqa: E402
+import ansible.module_utils.sglang_venvs as sv  # noqa: E402
 
 REQUEST = {"source": "pypi", "version": "0.5.23", "git": "", "torch": "", "flashinfer": "", "heavy_dependencies": False}
 

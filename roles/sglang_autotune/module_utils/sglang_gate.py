@@ -23,10 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-try:
-    from ansible.module_utils.sglang_locate import sglang_version
-except ImportError:  # pytest imports this file outside Ansible
-    from sglang_locate import sglang_version
+from ansible.module_utils.sglang_locate import sglang_version
 
 BACKEND = "flashinfer_cutlass"
 

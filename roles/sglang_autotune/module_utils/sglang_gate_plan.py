@@ -23,38 +23,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-try:
-    from ansible.module_utils.sglang_gate import (
-        BACKEND,
-        DISABLE_REGEXP,
-        ENABLE_REGEXP,
-        ENTRY_RE,
-        FIX_HINT,
-        GateError,
-        GateReport,
-        decode_source,
-        other_forms,
-        regexp_matches,
-        sha256_bytes,
-        shown,
-        with_line,
-    )
-except ImportError:  # pytest imports this file outside Ansible
-    from sglang_gate import (
-        BACKEND,
-        DISABLE_REGEXP,
-        ENABLE_REGEXP,
-        ENTRY_RE,
-        FIX_HINT,
-        GateError,
-        GateReport,
-        decode_source,
-        other_forms,
-        regexp_matches,
-        sha256_bytes,
-        shown,
-        with_line,
-    )
+from ansible.module_utils.sglang_gate import (
+    BACKEND,
+    DISABLE_REGEXP,
+    ENABLE_REGEXP,
+    ENTRY_RE,
+    FIX_HINT,
+    GateError,
+    GateReport,
+    decode_source,
+    other_forms,
+    regexp_matches,
+    sha256_bytes,
+    shown,
+    with_line,
+)
 
 NO_RECORD = (" (No RECORD lists this file, an editable or source install: this role's log of the "
              "original decides, and a rollback cannot be checked against what was shipped.)")
