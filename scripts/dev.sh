@@ -110,7 +110,7 @@ tests() {
         scenario=$(basename "$(dirname "$scenario")")
         stage "molecule $scenario" molecule test -s "$scenario"
     done
-    stage "pytest" python -m pytest tests --durations=15 "$@"
+    stage "pytest" python -m pytest tests -n 2 --dist loadfile --durations=15 "$@"
     print_stage_times
 }
 

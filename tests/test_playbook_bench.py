@@ -177,8 +177,9 @@ def test_ab_restores_the_starting_state_when_a_run_fails(box, server):
     out = flat(run.stdout)
     assert "crashed on purpose with autotune-on" in out
     # The gate was patched for the failing arm, then put back as it was.
-    assert "Uncomment the flashinfer_cutlass entry" in out
-    assert "Restore the starting autotune gate" in out and "Restore the shipped gate" in out
+    # One edit task, run for the patch and again for the restore.
+    assert out.count("Edit the flashinfer_cutlass entry of the gate") >= 2
+    assert "Restore the starting autotune gate" in out
     assert (box["package"] / GATE).read_bytes() == shipped
     assert not list(box["state"].glob("*.json"))
     assert not samplers_running(str(box["scratch"]))
