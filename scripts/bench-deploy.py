@@ -1,27 +1,33 @@
 #!/usr/bin/env python3
-"""Deploy benchmark: install, re-run, rollback and fleet, side by side (run by hand, not in CI).
+"""Deploy benchmark: install, re-run, rollbacks and fleet, side by side (run by hand, not in CI).
 
 Each comparison runs its two sides alternately (A B A B ...) against the same
-target and prints medians and ratios in one table:
+target and prints medians and ratios in one table. The default target is the
+README's demo: the LXC container sglang-demo (inventory/local), reached by ssh
+over its host-only link with ControlPersist and pipelining.
 
-  install   a new virtualenv through the sglang role (-e sglang_upgrade=true):
-            pip against uv, cold caches and warm cache. SGLang alone (--no-deps,
-            from the target's wheel directory) unless --full, which installs the
-            whole dependency set from PyPI (network-heavy: minutes, ~10 GB a venv).
-  noop      a converged re-run of site.yml against the floor (a one-task playbook
-            on the same target), with the number of tasks that reached the target
-  rollback  the README's rollback command (site.yml -e autotune=false) against the floor
-  fleet     N Docker demo targets (sglang-bench-1..N) converged from scratch by one
-            site.yml: wall(N)/wall(1). The containers are removed afterwards.
+  install    a new virtualenv through the sglang role (-e sglang_upgrade=true):
+             pip against uv, cold caches and warm cache. SGLang alone (--no-deps,
+             from the target's wheel directory) unless --full, which installs the
+             whole dependency set from PyPI (network-heavy: minutes, ~10 GB a venv).
+  noop       a converged re-run of site.yml against the floor (a one-task playbook
+             on the same target, same connection), with the tasks that reached it
+  rollback   the file-only rollback (playbooks/autotune.yml -e autotune=false)
+             against the floor, and the rollback that restarts the server
+             (site.yml -e autotune=false) against the floor plus the server's
+             restart (the restart task's own seconds; none where the server does
+             not run, as on the demo without a GPU). Each timed run starts from
+             autotune on (put back untimed).
+  fleet      N LXC containers (sglang-bench-1..N, made by the lxc_container role
+             like the target, on the same bridge) converged by one site.yml
+             against one: wall(N)/wall(1) of the no-op re-run. Made once, removed
+             afterwards.
 
-  scripts/bench-deploy.py                                  # the demo target (LXC sglang-demo), quick
-  scripts/bench-deploy.py --repeat 5 --fleet 1,2,4,8 --full
-  scripts/bench-deploy.py -i inventory/lxc --target ct101 --prepare ''   # another target
+  scripts/bench-deploy.py                                  # the demo target, all of it
+  scripts/bench-deploy.py --only noop,rollback,fleet --repeat 3 --fleet 1,4
+  scripts/bench-deploy.py -i inventory/lxc --target ct101 --prepare '' --only noop,rollback
 
-The figures in the README were measured on the Docker demo target of the time (the demo moved to
-a real LXC container later). Run it from the project's virtualenv, under the shared lock when
-others use Docker here:
-  flock /tmp/molecule.lock .venv/bin/python scripts/bench-deploy.py
+Run it from the project's virtualenv: .venv/bin/python scripts/bench-deploy.py
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ LOCAL_ACTIONS = {
     "ansible.builtin.validate_argument_spec", "validate_argument_spec", "ansible.builtin.meta", "meta",
 }
 FLEET_PREFIX = "sglang-bench-"
+# Ratios the project holds converged runs to (issue 14).
+WITHIN = 3.0
 # The sglang role's tasks that create the virtualenv and run the installer.
 INSTALL_TASKS = ("Create the virtualenv", "Install with pip", "Install with uv")
 
@@ -60,6 +68,10 @@ class Runner:
         self.args = args
         self.workdir = workdir
         self.playbook = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
+        self.fleet_known_hosts = ""
+        self.fleet_bridge_address = ""
+        self.lxc_vars: dict = {}
+        self.target_vars: dict = {}
         self.env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                         ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_RETRY_FILES_ENABLED="0")
 
@@ -92,6 +104,11 @@ class Runner:
       ansible.builtin.ping:
 """)
         return path
+
+    def lxc_hosts(self) -> list[str]:
+        out = subprocess.run(["ansible-inventory", "-i", self.args.inventory, "--list"], cwd=REPO, env=self.env,
+                             capture_output=True, text=True, check=True).stdout
+        return json.loads(out).get("lxc_hosts", {}).get("hosts", [])
 
     def role_playbook(self) -> Path:
         path = self.workdir / "install.yml"
@@ -220,91 +237,157 @@ def bench_noop(r: Runner, rows: list) -> None:
     r.reached_noop = counts[-1]
 
 
+def restart_seconds(report: dict) -> float:
+    """Seconds the sglang_server role spent restarting the server in this run (0 when it did not)."""
+    total = 0.0
+    for play in report.get("plays", []):
+        for task in play.get("tasks", []):
+            if task["task"]["name"].split(" : ")[-1].startswith("Restart the server once"):
+                res = next(iter(task.get("hosts", {}).values()), {})
+                if not res.get("skipped"):
+                    total += task_seconds({"plays": [{"tasks": [task]}]}, (task["task"]["name"].split(" : ")[-1],))
+    return total
+
+
 def bench_rollback(r: Runner, rows: list) -> None:
     floor = r.floor_playbook()
+    autotune = REPO / "playbooks" / "autotune.yml"
 
-    def reset(side: str) -> None:
+    def reset_file(side: str) -> None:
         if side == "rollback":
-            r.play(REPO / "site.yml", "-e", "autotune=true")
+            r.play(autotune, "-e", "autotune=true")
 
     times = alternate(r.args.repeat, {
         "floor": lambda: r.play(floor)[0],
-        "rollback": lambda: r.play(REPO / "site.yml", "-e", "autotune=false")[0],
-    }, reset)
+        "rollback": lambda: r.play(autotune, "-e", "autotune=false")[0],
+    }, reset_file)
+    rows.append(("file-only rollback (playbooks/autotune.yml -e autotune=false)", "floor", times["floor"],
+                 "rollback", times["rollback"], ""))
+
+    def reset_site(side: str) -> None:
+        if side == "rollback":
+            r.play(REPO / "site.yml", "-e", "autotune=true")
+
+    restarts: list[float] = []
+
+    def rollback() -> float:
+        wall, report = r.play(REPO / "site.yml", "-e", "autotune=false")
+        restarts.append(restart_seconds(report))
+        return wall
+
+    times = alternate(r.args.repeat, {"floor": lambda: r.play(floor)[0], "rollback": rollback}, reset_site)
+    restart = statistics.median(restarts)
+    ran = sum(1 for seconds in restarts if seconds > 0)
+    note = (f"restart {restart:.2f} s (median), in {ran} of {len(restarts)} runs" if ran else
+            "the server does not run on this target (no GPU): nothing restarted, floor alone")
+    rows.append(("rollback that restarts the server (site.yml -e autotune=false)", "floor + restart",
+                 [t + restart for t in times["floor"]], "rollback", times["rollback"], note))
     r.play(REPO / "site.yml")
-    rows.append(("rollback (site.yml -e autotune=false)", "floor", times["floor"], "rollback", times["rollback"], ""))
 
 
-def docker(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", *argv], capture_output=True, text=True, check=check)
+def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, check=check)
 
 
-def remove_fleet() -> None:
-    names = docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
-    mine = [n for n in names if n.startswith(FLEET_PREFIX)]
-    if mine:
-        docker("rm", "-f", *mine)
+def fleet_names(count: int) -> list[str]:
+    return [f"{FLEET_PREFIX}{i}" for i in range(1, count + 1)]
 
 
-def start_fleet(image: str, count: int) -> list[str]:
-    remove_fleet()
-    names = [f"{FLEET_PREFIX}{i}" for i in range(1, count + 1)]
-    for name in names:
-        # The options the demo target uses: systemd as PID 1 without --privileged.
-        docker("run", "-d", "--name", name, "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=unconfined",
-               "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs",
-               "/run/lock", "--stop-signal", "SIGRTMIN+3", image, "/lib/systemd/systemd")
-    for name in names:
-        docker("exec", name, "systemctl", "is-system-running", "--wait", check=False)
-    return names
+def remove_fleet(r: Runner, count: int) -> None:
+    """Destroy the fleet's containers (only sglang-bench-N) and forget their host keys."""
+    for i, name in enumerate(fleet_names(count), start=1):
+        if Path(f"/var/lib/lxc/{name}/config").exists():
+            run("lxc-destroy", "--force", f"--name={name}", check=False)
+        Path(f"/etc/lxc/sglang-deploy/{name}.conf").unlink(missing_ok=True)
+        if r.fleet_known_hosts and Path(r.fleet_known_hosts).exists():
+            run("ssh-keygen", "-R", fleet_address(r, i), "-f", r.fleet_known_hosts, check=False)
 
 
-def fleet_inventory(r: Runner, names: list[str]) -> Path:
-    """The fleet with the target's own variables (versions, wheel directory, toggles)."""
-    out = subprocess.run(["ansible-inventory", "-i", r.args.inventory, "--host", r.args.target],
+def inventory_vars(r: Runner, host: str) -> dict:
+    out = subprocess.run(["ansible-inventory", "-i", r.args.inventory, "--host", host],
                          cwd=REPO, env=r.env, capture_output=True, text=True, check=True).stdout
-    host_vars = {k: v for k, v in json.loads(out).items()
-                 if not k.startswith(("ansible_connection", "ansible_host", "ansible_user", "ansible_port",
-                                      "ansible_ssh", "ansible_docker", "ansible_python_interpreter"))}
-    host_vars.update(ansible_connection="community.docker.docker", ansible_python_interpreter="/usr/bin/python3")
-    inventory = {"all": {"children": {"sglang_containers": {"hosts": {n: {} for n in names}}},
-                         "vars": host_vars}}
-    path = r.workdir / f"fleet-{len(names)}.json"
+    return json.loads(out)
+
+
+def rendered(r: Runner, host: str, name: str) -> str:
+    """A variable of host as Ansible templates it (ansible-inventory prints the raw template)."""
+    env = dict(r.env, ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    out = subprocess.run(["ansible", "-i", r.args.inventory, host, "-m", "ansible.builtin.debug", "-a", f"var={name}"],
+                         cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
+    report = json.loads(out[out.index("{"):])
+    return str(report["plays"][0]["tasks"][0]["hosts"][host][name])
+
+
+def fleet_address(r: Runner, index: int) -> str:
+    import ipaddress
+
+    return str(ipaddress.IPv4Interface(r.fleet_bridge_address).network[10 + index])
+
+
+def fleet_inventory(r: Runner, count: int) -> Path:
+    """N containers like the target: the LXC host's variables per container, the target's per host."""
+    lxc_hosts, containers = {}, {}
+    for i, name in enumerate(fleet_names(count), start=1):
+        address = fleet_address(r, i)
+        lxc_hosts[f"lxc-bench-{i}"] = dict(r.lxc_vars, lxc_container_name=name, lxc_container_inventory_name=name,
+                                           lxc_container_address=address)
+        containers[name] = dict(r.target_vars, ansible_host=address)
+    inventory = {"all": {"children": {"lxc_hosts": {"hosts": lxc_hosts},
+                                      "sglang_containers": {"hosts": containers}}}}
+    path = r.workdir / f"fleet-{count}.json"
     path.write_text(json.dumps(inventory))
     return path
 
 
 def bench_fleet(r: Runner, rows: list) -> None:
     sizes = [int(n) for n in r.args.fleet.split(",") if n]
+    largest = max(sizes)
+    r.target_vars = inventory_vars(r, r.args.target)
+    lxc_host = next((h for h in r.lxc_hosts() if inventory_vars(r, h).get("lxc_container_inventory_name")
+                     == r.args.target), None)
+    if lxc_host is None or inventory_vars(r, lxc_host).get("lxc_container_backend") != "lxc":
+        sys.exit(f"the fleet needs {r.args.target} made by the lxc_container role's lxc backend in {r.args.inventory}")
+    r.lxc_vars = inventory_vars(r, lxc_host)
+    r.fleet_known_hosts = rendered(r, lxc_host, "lxc_container_known_hosts")
+    r.fleet_bridge_address = rendered(r, lxc_host, "lxc_container_lxc_bridge_address")
     times: dict[int, list[float]] = {n: [] for n in sizes}
     try:
+        # Made one at a time (apt, the template and known_hosts are shared), given the
+        # wheels, then converged once; the target's prepare made the ssh key.
+        whole = str(fleet_inventory(r, largest))
+        log(f"making the fleet of {largest} LXC containers")
+        r.play(REPO / "playbooks" / "container.yml", "--forks", "1", inventory=whole)
+        r.play(REPO / "playbooks" / "demo_wheels.yml", inventory=whole)
+        r.play(REPO / "site.yml", inventory=whole)
         for round_ in range(r.args.repeat):
             for size in sizes:
-                names = start_fleet(r.args.fleet_image, size)
-                inventory = str(fleet_inventory(r, names))
-                r.play(REPO / "playbooks" / "demo_wheels.yml", inventory=inventory)
-                wall, _ = r.play(REPO / "site.yml", inventory=inventory)
+                inventory = str(fleet_inventory(r, size))
+                wall, report = r.play(REPO / "site.yml", inventory=inventory)
+                if changed(report):
+                    sys.exit(f"the fleet's re-run of site.yml changed {changed(report)} task(s): not converged")
                 times[size].append(wall)
                 log(f"round {round_ + 1}: fleet of {size}: {wall:.2f} s")
     finally:
-        remove_fleet()
-    one = statistics.median(times[sizes[0]])
+        remove_fleet(r, largest)
     for size in sizes[1:]:
-        rows.append((f"fleet: site.yml from scratch, {size} targets against {sizes[0]}", f"N={sizes[0]}",
+        rows.append((f"fleet: no-op re-run of site.yml, {size} LXC containers against {sizes[0]}", f"N={sizes[0]}",
                      times[sizes[0]], f"N={size}", times[size], ""))
     if len(sizes) == 1:
-        rows.append((f"fleet: site.yml from scratch, {sizes[0]} target", f"N={sizes[0]}", times[sizes[0]],
-                     "", [], f"median {one:.2f} s"))
+        rows.append((f"fleet: no-op re-run of site.yml, {sizes[0]} LXC container(s)", f"N={sizes[0]}",
+                     times[sizes[0]], "", [], f"median {statistics.median(times[sizes[0]]):.2f} s"))
 
 
 def table(rows: list) -> str:
-    lines = ["| comparison | A | median A (s) | B | median B (s) | B/A | runs | note |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| comparison | A | median A (s) | B | median B (s) | B/A | within 3 | runs | note |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for what, a, ta, b, tb, note in rows:
         ma = statistics.median(ta)
         mb = statistics.median(tb) if tb else float("nan")
         ratio = f"{mb / ma:.2f}" if tb else ""
-        lines.append(f"| {what} | {a} | {ma:.2f} | {b} | {mb:.2f} | {ratio} | {len(ta)} | {note} |"
+        # The 3x bar is for converged runs against their floor, not for installs or fleets.
+        judged = a.startswith("floor")
+        within = ("yes" if mb / ma <= WITHIN else "no") if tb and judged else ""
+        lines.append(f"| {what} | {a} | {ma:.2f} | {b} | {mb:.2f} | {ratio} | {within} | {len(ta)} | {note} |"
                      .replace("| nan |", "| |"))
     return "\n".join(lines)
 
@@ -340,8 +423,7 @@ def main() -> None:
                         help="torch's index for --full (PyTorch's own index where reachable)")
     parser.add_argument("--ca-bundle", default="/etc/ssl/certs/ca-certificates.crt",
                         help="controller CA bundle copied to the target for --full")
-    parser.add_argument("--fleet", default="1,2,4,8", help="fleet sizes; the first is the base")
-    parser.add_argument("--fleet-image", default="local/debian12-systemd:latest", help="image of the fleet")
+    parser.add_argument("--fleet", default="1,4", help="fleet sizes (LXC containers); the first is the base")
     args = parser.parse_args()
     only = set(args.only.split(","))
 

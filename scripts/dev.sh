@@ -45,9 +45,10 @@ apt_install() {
     fi
 }
 
-# The demo's LXC container is reached through community.general.lxc, which
-# needs Debian's python3-lxc bindings: expose just those to the .venv (same
-# Python, so the same ABI) rather than all of the system's packages.
+# A plain LXC container reached through community.general.lxc (the
+# lxc_container role's lxc connection; the demo uses ssh) needs Debian's
+# python3-lxc bindings: expose just those to the .venv (same Python, so the
+# same ABI) rather than all of the system's packages.
 link_lxc_bindings() {
     local site
     site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

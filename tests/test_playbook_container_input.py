@@ -18,6 +18,19 @@ from fake_nvidia_root import build
 GPU = REPO / "tests" / "fixtures" / "gpu"
 
 
+# A valid host-only link (the bridge name is the tests' own: it must never appear).
+LINK = ["-e", "lxc_container_lxc_bridge=pytestbr0", "-e", "lxc_container_lxc_bridge_address=169.254.201.1/24",
+        "-e", "lxc_container_address=169.254.201.2"]
+BRIDGE = Path("/sys/class/net/pytestbr0")
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFUTfvKgDP7n02jjUZS110jtzEaz1fD43Qlp79MirPJ8 pytest"
+
+
+def link_with(**changes: str) -> list[str]:
+    values = {"lxc_container_lxc_bridge": "pytestbr0", "lxc_container_lxc_bridge_address": "169.254.201.1/24",
+              "lxc_container_address": "169.254.201.2", **changes}
+    return ["-e", json.dumps(values)]
+
+
 LIVE = json.loads((GPU / "h200-2gpu" / "live-nvidia-devices.json").read_text())["nvidia"]
 
 
@@ -54,6 +67,34 @@ LXC_CASES = [
      ["lxc_container_vmid=42 is out of range", "100 to 999999999"]),
     ("h200-2gpu", ["-e", "lxc_container_backend=proxmox", "-e", "lxc_container_address=10.0.0.5"],
      ["needs an API token", "lxc_container_api_token_secret is empty", "Ansible Vault"]),
+    # How later plays reach a plain LXC container, and its host-only link.
+    ("h200-2gpu", ["-e", "lxc_container_connection=ssh", "-e", f"lxc_container_pubkey={KEY}"],
+     ["lxc_container_connection=ssh needs a host-only link", "lxc_container_lxc_bridge", "169.254.77.1/24"]),
+    ("h200-2gpu", ["-e", "lxc_container_connection=ssh", *LINK],
+     ["lxc_container_connection=ssh needs lxc_container_pubkey"]),
+    ("h200-2gpu", ["-e", "lxc_container_connection=pct"],
+     ["lxc_container_connection=pct is for the proxmox backend"]),
+    ("h200-2gpu", ["-e", "lxc_container_connection=telnet"],
+     ["lxc_container_connection", "ssh, pct, lxc", "telnet"]),
+    ("h200-2gpu", ["-e", "lxc_container_backend=proxmox", "-e", "lxc_container_connection=lxc",
+                   "-e", "lxc_container_passthrough=raw", "-e", "lxc_container_api_token_id=deploy",
+                   "-e", "lxc_container_api_token_secret=x"],
+     ["lxc_container_connection=lxc (lxc-attach) is for the lxc backend"]),
+    ("h200-2gpu", ["-e", '{"lxc_container_lxc_create_config": ["lxc.apparmor.profile = unconfined", '
+                         '"lxc.net.0.type = veth", "lxc.net.0.link = lxcbr0"]}'],
+     ["lxc_container_lxc_create_config has", "lxc.net.0.link = lxcbr0", "remove the lxc.net lines"]),
+    ("h200-2gpu", link_with(lxc_container_lxc_bridge="pytest br"), ["bridge 'pytest br' is not an interface name"]),
+    ("h200-2gpu", link_with(lxc_container_lxc_bridge="br0\nlxc.rootfs.path = dir:/"), ["is not an interface name"]),
+    ("h200-2gpu", link_with(lxc_container_lxc_bridge_address="10.0.0.1/24", lxc_container_address="10.0.0.2"),
+     ["host_address 10.0.0.1/24 is not link-local", "must not take an address of a real network"]),
+    ("h200-2gpu", link_with(lxc_container_address="169.254.202.2"),
+     ["address 169.254.202.2 is not a host address of the bridge's network 169.254.201.0/24"]),
+    ("h200-2gpu", link_with(lxc_container_lxc_bridge="", lxc_container_address=""),
+     ["host_address given without a bridge"]),
+    ("h200-2gpu", link_with(lxc_container_lxc_bridge="lo"), ["lo exists and is not a bridge", "another bridge name"]),
+    ("h200-2gpu", [*LINK, "-e", json.dumps({"lxc_container_pubkey": KEY + "\n" + KEY})], ["pubkey has 2 lines"]),
+    ("h200-2gpu", [*LINK, "-e", json.dumps({"lxc_container_pubkey": 'command="sh" ' + KEY})],
+     ["pubkey is not one OpenSSH public key line", "no options"]),
 ]
 
 
@@ -63,7 +104,7 @@ def test_bad_container_request_changes_nothing(tmp_path, fixture, extra, needles
     build(GPU / fixture, root)
     lxcpath = tmp_path / "lxc"
     seed = Path("/etc/lxc/sglang-deploy/pytest-gpu.conf")
-    before = tree_digest(lxcpath, seed, root)
+    before = tree_digest(lxcpath, seed, root, BRIDGE)
     private = tmp_path / "runner"
     private.mkdir()
     inventory = "[lxc_hosts]\nlocalhost ansible_connection=local\n"
@@ -79,5 +120,6 @@ def test_bad_container_request_changes_nothing(tmp_path, fixture, extra, needles
     message = " ".join(run.failures)
     for needle in needles:
         assert needle in message, message
-    assert tree_digest(lxcpath, seed, root) == before
+    assert tree_digest(lxcpath, seed, root, BRIDGE) == before
+    assert not BRIDGE.exists()
     assert "Create the container" not in run.stdout

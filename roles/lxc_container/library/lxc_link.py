@@ -1,0 +1,210 @@
+#!/usr/bin/python
+"""Ansible module: a plain-LXC container's network link (none, or a host-only bridge for ssh)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: lxc_link
+short_description: Make a plain-LXC container's one network link, or its absence, what is asked
+description:
+  - With I(bridge) empty, the container has no network: its config carries C(lxc.net.0.type = empty).
+  - With I(bridge), a host-only link for ssh, as production reaches its containers. The host
+    bridge is created with C(ip) and carries only I(host_address) (link-local, no route, no NAT);
+    the config carries a veth on it named C(eth0) with the static I(address) and a MAC derived
+    from I(name); the guest's C(iface eth0 inet dhcp) (the Debian template's) becomes C(manual);
+    I(pubkey) is added to root's C(authorized_keys) in I(rootfs).
+  - State is read from the things themselves (C(ip -j -d addr show), the config, the files).
+  - Every value is checked before any change; a bridge name taken by another kind of interface,
+    another address on the bridge, or another interface in the link's network is refused.
+  - Without I(config_path) it only checks and plans (the role calls it so before any change).
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+options:
+  name:
+    description: The container's name (the MAC of its veth is derived from it).
+    type: str
+    required: true
+  bridge:
+    description: Host bridge of the link; empty for no network.
+    type: str
+    default: ""
+  host_address:
+    description: The host's address on the bridge, link-local with a prefix (169.254.77.1/24).
+    type: str
+    default: ""
+  address:
+    description: The container's address on the bridge, without a prefix.
+    type: str
+    default: ""
+  pubkey:
+    description: An OpenSSH public key line for root's authorized_keys in the container.
+    type: str
+    default: ""
+  config_path:
+    description: The container's config, whose lxc.net.* lines are made the wanted ones in place.
+    type: path
+  rootfs:
+    description: The container's root file system (on the host), for the guest's files.
+    type: path
+  require_host_key:
+    description: Fail when I(rootfs) holds no ssh host key (the container is reached by ssh).
+    type: bool
+    default: false
+author:
+  - sglang-deploy project
+"""
+
+EXAMPLES = r"""
+- name: A host-only link for ssh
+  lxc_link:
+    name: sglang-demo
+    bridge: sgldemo0
+    host_address: 169.254.77.1/24
+    address: 169.254.77.2
+    pubkey: "{{ lookup('ansible.builtin.file', '~/.cache/sglang-deploy/demo-ssh/id_ed25519.pub') }}"
+    config_path: /var/lib/lxc/sglang-demo/config
+    rootfs: /var/lib/lxc/sglang-demo/rootfs
+"""
+
+RETURN = r"""
+net_lines:
+  description: The config's lxc.net.* lines for this link, as C(key = value).
+  returned: always
+  type: list
+bridge_commands:
+  description: The C(ip) commands run (or, in check mode, that would run) for the bridge.
+  returned: always
+  type: list
+config_changed:
+  description: Whether the config's lxc.net.* lines changed (a running container restarts for it).
+  returned: always
+  type: bool
+host_keys:
+  description: The container's ssh host public keys (C(TYPE BASE64)), read from I(rootfs).
+  returned: always
+  type: list
+"""
+
+import glob
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.lxc_config_write import write_in_place
+from ansible.module_utils.lxc_link import (
+    net_lines,
+    parse_link,
+    parse_pubkey,
+    plan_authorized_keys,
+    plan_bridge,
+    plan_interfaces,
+    plan_net,
+)
+
+
+def read(path: str) -> str | None:
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def write(module: AnsibleModule, path: str, text: str, mode: int) -> None:
+    """A guest file: rewritten in place when it exists, else created with mode."""
+    if os.path.exists(path):
+        write_in_place(path, text)
+        return
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "name": {"type": "str", "required": True},
+            "bridge": {"type": "str", "default": ""},
+            "host_address": {"type": "str", "default": ""},
+            "address": {"type": "str", "default": ""},
+            "pubkey": {"type": "str", "default": ""},
+            "config_path": {"type": "path"},
+            "rootfs": {"type": "path"},
+            "require_host_key": {"type": "bool", "default": False},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        link = parse_link(p["bridge"], p["host_address"], p["address"])
+        key = parse_pubkey(p["pubkey"]) if p["pubkey"] else ""
+    except ValueError as exc:
+        module.fail_json(msg=f"Invalid network link for {p['name']}: {exc}. Nothing was changed.")
+    wanted = net_lines(link, p["name"])
+    result = {"changed": False, "net_lines": [f"{k} = {v}" for k, v in wanted], "bridge_commands": [],
+              "config_changed": False, "host_keys": [], "diff": []}
+
+    if link is not None:
+        ip = module.get_bin_path("ip")
+        if not ip:
+            module.fail_json(msg="The link needs iproute2's `ip` on the host (apt-get install iproute2). "
+                                 "Nothing was changed.")
+        rc, out, err = module.run_command([ip, "-j", "-d", "address", "show"])
+        if rc != 0:
+            module.fail_json(msg=f"`ip -j -d address show` failed: {err.strip()}. Nothing was changed.")
+        try:
+            result["bridge_commands"] = [[ip, *argv[1:]] for argv in plan_bridge(json.loads(out or "[]"), link)]
+        except ValueError as exc:
+            module.fail_json(msg=f"Host bridge for {p['name']}: {exc}. Nothing was changed.")
+
+    edits: list[tuple[str, str, str, int]] = []  # path, before, after, mode
+    if p["config_path"]:
+        text = read(p["config_path"])
+        if text is None and not module.check_mode:
+            module.fail_json(msg=f"{p['config_path']} does not exist: create the container first.")
+        plan = plan_net(text or "", wanted)
+        if text is not None and plan.changed:
+            result["config_changed"] = True
+            edits.append((p["config_path"], text, plan.text, 0o644))
+    if p["rootfs"] and os.path.isdir(p["rootfs"]):
+        interfaces = os.path.join(p["rootfs"], "etc/network/interfaces")
+        before = read(interfaces)
+        after = plan_interfaces(before) if link is not None and before is not None else None
+        if after is not None:
+            edits.append((interfaces, before, after, 0o644))
+        if key:
+            keys = os.path.join(p["rootfs"], "root/.ssh/authorized_keys")
+            before = read(keys) or ""
+            after = plan_authorized_keys(before, key)
+            if after is not None:
+                edits.append((keys, before, after, 0o600))
+        for path in sorted(glob.glob(os.path.join(p["rootfs"], "etc/ssh/ssh_host_*_key.pub"))):
+            fields = (read(path) or "").split()
+            if len(fields) >= 2:
+                result["host_keys"].append(" ".join(fields[:2]))
+
+    if p["require_host_key"] and p["config_path"] and not result["host_keys"] and not module.check_mode:
+        module.fail_json(msg=(f"{p['rootfs']}/etc/ssh holds no ssh host key, so {p['name']} cannot be reached by "
+                              "ssh: put openssh-server in lxc_container_packages (it is installed at creation; "
+                              f"lxc-destroy -f -n {p['name']} and re-run to recreate it). Nothing was changed."))
+    # Without a config it only plans (the role's check before any change): nothing to report as changed.
+    result["changed"] = bool(p["config_path"]) and bool(result["bridge_commands"] or edits)
+    result["diff"] = [{"before": before, "after": after, "before_header": path, "after_header": path}
+                      for path, before, after, _ in edits]
+    if module.check_mode or not p["config_path"]:
+        module.exit_json(**result)
+    for command in result["bridge_commands"]:
+        rc, _, err = module.run_command(command)
+        if rc != 0:
+            module.fail_json(msg=f"{' '.join(command)} failed: {err.strip()}", **result)
+    for path, _, after, mode in edits:
+        write(module, path, after, mode)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""The plain-LXC container's link (lxc_link): addresses, config lines, guest files, the host bridge."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "roles" / "lxc_container" / "module_utils"))
+
+from lxc_link import (  # noqa: E402
+    hwaddr,
+    net_lines,
+    parse_link,
+    parse_pubkey,
+    plan_authorized_keys,
+    plan_bridge,
+    plan_interfaces,
+    plan_net,
+)
+
+LINK = parse_link("sgldemo0", "169.254.213.1/24", "169.254.213.2")
+# What lxc-create writes with the role's creation config (no link), abridged.
+CREATED = """# Template used to create this container: /usr/share/lxc/templates/lxc-debian
+
+lxc.apparmor.profile = unconfined
+lxc.net.0.type = empty
+lxc.rootfs.path = dir:/var/lib/lxc/sglang-demo/rootfs
+
+# Common configuration
+lxc.include = /usr/share/lxc/config/debian.common.conf
+lxc.uts.name = sglang-demo
+"""
+TEMPLATE_INTERFACES = "auto lo\niface lo inet loopback\n\nauto eth0\niface eth0 inet dhcp\n"
+
+
+def ed25519_key(seed: int, comment: str = "demo") -> str:
+    blob = len(b"ssh-ed25519").to_bytes(4, "big") + b"ssh-ed25519" + (32).to_bytes(4, "big") + bytes([seed]) * 32
+    return f"ssh-ed25519 {base64.b64encode(blob).decode()} {comment}"
+
+
+def iface(name: str, kind: str | None, *inet: str, up: bool = True) -> dict:
+    item = {"ifname": name, "flags": ["BROADCAST", "UP"] if up else ["BROADCAST"],
+            "addr_info": [{"family": "inet", "local": a.split("/")[0], "prefixlen": int(a.split("/")[1])} for a in inet]
+            + [{"family": "inet6", "local": "fe80::1", "prefixlen": 64}]}
+    if kind:
+        item["linkinfo"] = {"info_kind": kind}
+    return item
+
+
+HOST = [iface("lo", None, "127.0.0.1/8"), iface("eth0", None, "192.0.2.2/24"), iface("docker0", "bridge", "172.17.0.1/16")]
+
+
+@pytest.mark.parametrize(("bridge", "host", "address"), [
+    ("sgldemo0", "169.254.213.1/24", "169.254.213.2"),
+    ("br.test-1_x", "169.254.1.1/16", "169.254.254.254"),
+    ("abcdefghijklmno", "169.254.254.1/30", "169.254.254.2"),
+])
+def test_a_link_local_link_is_accepted(bridge: str, host: str, address: str) -> None:
+    link = parse_link(bridge, host, address)
+    assert link is not None and link.bridge == bridge and str(link.address) == address
+
+
+def test_no_bridge_means_no_network() -> None:
+    assert parse_link("", "", "") is None
+    assert net_lines(None, "sglang-demo") == [("lxc.net.0.type", "empty")]
+
+
+@pytest.mark.parametrize(("bridge", "host", "address", "needles"), [
+    ("sgl demo", "169.254.213.1/24", "169.254.213.2", ["bridge 'sgl demo' is not an interface name"]),
+    ("a" * 16, "169.254.213.1/24", "169.254.213.2", ["at most 15 characters"]),
+    ("br0\nlxc.rootfs.path = dir:/", "169.254.213.1/24", "169.254.213.2", ["is not an interface name"]),
+    ("sgldemo0", "10.0.0.1/24", "10.0.0.2", ["host_address 10.0.0.1/24 is not link-local", "real network"]),
+    ("sgldemo0", "192.168.1.1/24", "192.168.1.2", ["is not link-local"]),
+    ("sgldemo0", "169.254.0.1/24", "169.254.0.2", ["is not link-local (169.254.1.0 to 169.254.254.255)"]),
+    ("sgldemo0", "169.254.255.1/24", "169.254.255.2", ["is not link-local"]),
+    ("sgldemo0", "169.254.213.1", "169.254.213.2", ["with a prefix of /16 to /30"]),
+    ("sgldemo0", "169.254.213.1/8", "169.254.213.2", ["with a prefix of /16 to /30"]),
+    ("sgldemo0", "169.254.213.1/31", "169.254.213.0", ["with a prefix of /16 to /30"]),
+    ("sgldemo0", "169.254.213.0/24", "169.254.213.2", ["its network's own or broadcast address"]),
+    ("sgldemo0", "169.254.213.1/24", "169.254.214.2", ["address 169.254.214.2 is not a host address of",
+                                                        "169.254.213.0/24"]),
+    ("sgldemo0", "169.254.213.1/24", "169.254.213.255", ["is not a host address"]),
+    ("sgldemo0", "169.254.213.1/24", "169.254.213.1", ["the host's own address on the bridge"]),
+    ("sgldemo0", "169.254.213.1/24", "169.254.213.2/24", ["address '169.254.213.2/24' is not an IPv4 address"]),
+    ("sgldemo0", "169.254.213.1/24", "", ["address '' is not an IPv4 address"]),
+    ("", "169.254.213.1/24", "169.254.213.2", ["host_address and address given without a bridge"]),
+    ("bad name", "10.0.0.1/24", "x", ["is not an interface name", "is not link-local", "'x' is not an IPv4"]),
+])
+def test_a_bad_link_is_refused_naming_each_value(bridge: str, host: str, address: str, needles: list[str]) -> None:
+    with pytest.raises(ValueError) as caught:
+        parse_link(bridge, host, address)
+    for needle in needles:
+        assert needle in str(caught.value)
+
+
+def test_the_link_lines_are_a_veth_on_the_bridge_with_a_stable_mac() -> None:
+    lines = dict(net_lines(LINK, "sglang-demo"))
+    assert lines == {
+        "lxc.net.0.type": "veth", "lxc.net.0.link": "sgldemo0", "lxc.net.0.flags": "up",
+        "lxc.net.0.name": "eth0", "lxc.net.0.hwaddr": hwaddr("sglang-demo"),
+        "lxc.net.0.ipv4.address": "169.254.213.2/24",
+    }
+    assert net_lines(LINK, "sglang-demo")[0] == ("lxc.net.0.type", "veth")
+    assert "lxc.net.0.ipv4.gateway" not in lines  # the container routes nowhere but the link
+    assert hwaddr("sglang-demo") == hwaddr("sglang-demo") != hwaddr("other")
+    assert hwaddr("x").startswith("00:16:3e:")
+
+
+def test_an_old_container_without_network_gets_the_link_in_place_of_its_line() -> None:
+    plan = plan_net(CREATED, net_lines(LINK, "sglang-demo"))
+    assert plan.changed and plan.removed == ["lxc.net.0.type = empty"]
+    assert plan.added[0] == "lxc.net.0.type = veth" and len(plan.added) == 6
+    lines = plan.text.splitlines()
+    at = lines.index("lxc.net.0.type = veth")
+    assert lines[at - 1] == "lxc.apparmor.profile = unconfined"
+    assert lines[at + 6] == "lxc.rootfs.path = dir:/var/lib/lxc/sglang-demo/rootfs"
+    others = [line for line in CREATED.splitlines() if not line.startswith("lxc.net.")]
+    assert [line for line in lines if not line.startswith("lxc.net.")] == others
+    again = plan_net(plan.text, net_lines(LINK, "sglang-demo"))
+    assert not again.changed and again.text == plan.text
+
+
+def test_removing_the_link_leaves_one_empty_line_and_the_rest() -> None:
+    with_link = plan_net(CREATED, net_lines(LINK, "sglang-demo")).text
+    back = plan_net(with_link, net_lines(None, "sglang-demo"))
+    assert back.changed and back.added == ["lxc.net.0.type = empty"] and len(back.removed) == 6
+    assert back.text == CREATED
+
+
+@pytest.mark.parametrize("text", [
+    CREATED.replace("lxc.net.0.type = empty\n", ""),  # no net line at all: appended to the main section
+    CREATED.replace("lxc.net.0.type = empty", "lxc.net.0.type = veth\nlxc.net.0.link = lxcbr0\nlxc.net.1.type = veth"),
+    CREATED + "[snap0]\nlxc.net.0.type = empty\n",  # a snapshot section keeps its own lines
+    CREATED.replace("lxc.net.0.type = empty", "  lxc.net.0.type=empty"),
+])
+def test_every_net_line_of_the_main_section_is_replaced_and_nothing_else(text: str) -> None:
+    plan = plan_net(text, net_lines(LINK, "ct"))
+    main = plan.text.split("[snap0]")[0]
+    assert [line for line in main.splitlines() if "lxc.net." in line] == \
+        [f"{key} = {value}" for key, value in net_lines(LINK, "ct")]
+    assert [line for line in plan.text.splitlines() if "lxc.net." not in line] == \
+        [line for line in text.splitlines() if "lxc.net." not in line]
+    if "[snap0]" in text:
+        assert plan.text.endswith("[snap0]\nlxc.net.0.type = empty\n")
+    assert not plan_net(plan.text, net_lines(LINK, "ct")).changed
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    (TEMPLATE_INTERFACES, TEMPLATE_INTERFACES.replace("inet dhcp", "inet manual")),
+    ("auto eth0\n  iface   eth0  inet dhcp  \n", "auto eth0\n  iface   eth0  inet manual  \n"),
+    ("auto eth0\niface eth0 inet dhcp", "auto eth0\niface eth0 inet manual"),
+])
+def test_the_guest_leaves_eth0_to_lxc(before: str, after: str) -> None:
+    assert plan_interfaces(before) == after
+    assert plan_interfaces(after) is None
+
+
+@pytest.mark.parametrize("text", [
+    "auto eth0\niface eth0 inet manual\n",
+    "auto eth0\niface eth0 inet static\n    address 169.254.213.2/24\n",  # the user's own: kept
+    "auto eth1\niface eth1 inet dhcp\n",
+    "iface eth0 inet6 dhcp\n",
+    "# iface eth0 inet dhcp\n",
+    "",
+])
+def test_other_interface_stanzas_are_left_alone(text: str) -> None:
+    assert plan_interfaces(text) is None
+
+
+@pytest.mark.parametrize("key", [ed25519_key(1), ed25519_key(2, "a comment with spaces"), ed25519_key(3, "")])
+def test_one_public_key_line_is_accepted(key: str) -> None:
+    assert parse_pubkey(key + "\n") == key.strip()
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ('command="/bin/sh" ' + ed25519_key(1), "no options"),
+    (ed25519_key(1) + "\n" + ed25519_key(2), "has 2 lines"),
+    (ed25519_key(1).replace("ssh-ed25519", "ssh-dss"), "TYPE one of"),
+    (ed25519_key(1).replace("ssh-ed25519", "ssh-rsa"), "is not a ssh-rsa key"),
+    ("ssh-ed25519 !!!notbase64", "not one OpenSSH public key line"),
+    ("ssh-ed25519 QUFBQQ== x", "is not a ssh-ed25519 key"),
+    (ed25519_key(1, "bell\x07"), "not one OpenSSH public key line"),
+    ("-----BEGIN OPENSSH PRIVATE KEY-----", "not one OpenSSH public key line"),
+])
+def test_anything_else_as_pubkey_is_refused(text: str, needle: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        parse_pubkey(text)
+    assert needle in str(caught.value)
+
+
+def test_the_key_is_added_once_and_other_keys_are_kept() -> None:
+    mine, theirs = ed25519_key(1, "mine"), ed25519_key(2, "theirs")
+    assert plan_authorized_keys("", mine) == mine + "\n"
+    added = plan_authorized_keys(theirs, mine)
+    assert added == f"{theirs}\n{mine}\n"
+    assert plan_authorized_keys(added, mine) is None
+    # The same key with another comment or with options is already there.
+    assert plan_authorized_keys(ed25519_key(1, "renamed") + "\n", mine) is None
+    assert plan_authorized_keys('from="169.254.213.1" ' + mine + "\n", mine) is None
+
+
+def test_a_missing_bridge_is_made_with_its_one_address() -> None:
+    assert plan_bridge(HOST, LINK) == [
+        ["ip", "link", "add", "name", "sgldemo0", "type", "bridge"],
+        ["ip", "address", "add", "169.254.213.1/24", "dev", "sgldemo0"],
+        ["ip", "link", "set", "dev", "sgldemo0", "up"],
+    ]
+
+
+@pytest.mark.parametrize(("bridge", "commands"), [
+    (iface("sgldemo0", "bridge", "169.254.213.1/24"), []),
+    (iface("sgldemo0", "bridge", "169.254.213.1/24", up=False), [["ip", "link", "set", "dev", "sgldemo0", "up"]]),
+    (iface("sgldemo0", "bridge"), [["ip", "address", "add", "169.254.213.1/24", "dev", "sgldemo0"]]),
+])
+def test_an_existing_bridge_gets_only_what_it_lacks(bridge: dict, commands: list) -> None:
+    assert plan_bridge([*HOST, bridge], LINK) == commands
+
+
+@pytest.mark.parametrize(("interfaces", "needles"), [
+    ([*HOST, iface("sgldemo0", "veth")], ["sgldemo0 exists and is a veth", "another bridge name"]),
+    ([*HOST, iface("sgldemo0", None)], ["sgldemo0 exists and is not a bridge"]),
+    ([*HOST, iface("sgldemo0", "bridge", "169.254.213.1/24", "10.9.9.1/24")],
+     ["carries 10.9.9.1/24, expected only 169.254.213.1/24", "not this link's"]),
+    ([*HOST, iface("sgldemo0", "bridge", "169.254.77.1/24")], ["carries 169.254.77.1/24"]),
+    ([*HOST, iface("br-596b88a2be01", "bridge", "169.254.213.1/24")],
+     ["br-596b88a2be01 already has 169.254.213.1/24", "overlaps the link's network 169.254.213.0/24"]),
+    ([*HOST, iface("eth1", None, "169.254.0.5/16")], ["eth1 already has 169.254.0.5/16", "choose another subnet"]),
+])
+def test_a_bridge_or_subnet_that_is_not_ours_is_refused(interfaces: list[dict], needles: list[str]) -> None:
+    with pytest.raises(ValueError) as caught:
+        plan_bridge(interfaces, LINK)
+    for needle in needles:
+        assert needle in str(caught.value)
+
+
+def test_this_hosts_own_interfaces_parse() -> None:
+    """`ip -j -d address show` here: the plan reads it and, for a name no interface has, makes it."""
+    import json
+
+    shown = json.loads(subprocess.run(["ip", "-j", "-d", "address", "show"], capture_output=True, text=True,
+                                      check=True).stdout)
+    taken = {item["ifname"] for item in shown}
+    link = parse_link("pytestlink0", "169.254.201.1/24", "169.254.201.2")
+    if "pytestlink0" not in taken and not any(a.get("local", "").startswith("169.254.201.")
+                                              for item in shown for a in item.get("addr_info", [])):
+        assert plan_bridge(shown, link)[0][:3] == ["ip", "link", "add"]
+    with pytest.raises(ValueError, match="exists and is not a bridge"):
+        plan_bridge(shown, parse_link("lo", "169.254.201.1/24", "169.254.201.2"))
