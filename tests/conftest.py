@@ -11,16 +11,24 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import ansible.module_utils
 import ansible_runner
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# What Ansible does for a module: `ansible.module_utils.NAME` is found in the
+# role's module_utils/ (and the project's shared one). Tests import the
+# project's module_utils by the same names as the modules do.
+ansible.module_utils.__path__.extend(
+    [str(path) for path in sorted(REPO.glob("roles/*/module_utils"))] + [str(REPO / "module_utils")])
 sys.path.insert(0, str(REPO / "roles" / "sglang_autotune" / "module_utils"))
 sys.path.insert(0, str(REPO / "module_utils"))
 
-# What ../shared/reference/sglang.md says of each release, checked by the tests.
+# What ../shared/reference/sglang.md says of each release (0.5.7: read from its wheel), checked by the tests.
 EXPECTED_STATE = {
     "0.5.6": ("absent", "srt/model_executor/model_runner.py"),
+    "0.5.7": ("commented", "srt/model_executor/model_runner.py"),
     "0.5.8": ("commented", "srt/model_executor/model_runner.py"),
     "0.5.10": ("commented", "srt/model_executor/model_runner.py"),
     "0.5.12": ("commented", "srt/model_executor/model_runner.py"),

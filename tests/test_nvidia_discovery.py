@@ -17,12 +17,13 @@ sys.path.insert(0, str(REPO / "roles" / "gpu_host" / "module_utils"))
 sys.path.insert(0, str(REPO / "tests"))
 
 from fake_nvidia_root import build, parse_ls  # noqa: E402
-from nvidia_discovery import (  # noqa: E402
+from ansible.module_utils.nvidia_discovery import (  # noqa: E402
     DiscoveryError,
     discover,
     parse_driver_version,
     parse_proc_devices,
     parse_smi_csv,
+    with_requirements,
 )
 
 GPU_FIXTURES = REPO / "tests" / "fixtures" / "gpu"
@@ -102,7 +103,33 @@ def test_ad_hoc_command(name, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     host = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
     assert host["changed"] is False
-    assert host["nvidia"] == discover(str(root), smi_csv(name))
+    assert host["nvidia"] == with_requirements(discover(str(root), smi_csv(name)))
+
+
+@pytest.mark.parametrize(("name", "options", "missing"), [
+    ("h200-2gpu", {}, []),
+    ("h200-2gpu", {"expected_gpus": 8}, []),  # nvidia-smi's two indexes decide, not the count
+    ("synthetic-missing-uvm-node", {}, ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]),
+    ("synthetic-no-modeset", {"modeset": True}, ["/dev/nvidia-modeset"]),
+    ("synthetic-no-driver", {"expected_gpus": 8, "uvm": True}, []),
+])
+def test_required_and_missing_nodes_are_decided_once_by_discovery(name, options, missing, tmp_path):
+    root = fake_root(name, tmp_path / "root")
+    nvidia = with_requirements(discover(str(root), smi_csv(name)), **options)
+    assert nvidia["missing_nodes"] == missing
+    assert set(missing) <= set(nvidia["required_nodes"])
+    assert nvidia["gpu_count"] == (len(nvidia["gpus"]) or nvidia["gpu_nodes"])
+
+
+def test_uvm_is_required_when_loaded_or_when_the_host_must_load_it():
+    base = {"driver_version": "580.1", "majors": {"nvidia": 195}, "gpus": [{"index": 0}],
+            "nodes": [{"path": "/dev/nvidia0"}, {"path": "/dev/nvidiactl"}], "gpu_nodes": 1}
+    assert with_requirements(base)["missing_nodes"] == []
+    assert with_requirements(base, uvm=True)["missing_nodes"] == ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+    loaded = dict(base, majors={"nvidia": 195, "nvidia-uvm": 509})
+    assert with_requirements(loaded)["missing_nodes"] == ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+    no_smi = dict(base, gpus=[])
+    assert with_requirements(no_smi, expected_gpus=2)["missing_nodes"] == ["/dev/nvidia1"]
 
 
 def test_imex_lookalike_never_matches_either_order():

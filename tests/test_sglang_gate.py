@@ -161,7 +161,7 @@ def test_anchor_deleted(sglang_tree):
     assert 'has no "flashinfer_cutlass", entry' in str(err.value)
     assert "Searched:" in str(err.value) and "base_runner.py" in str(err.value)
     assert "differs from what" in str(err.value) and "RECORD" in str(err.value)
-    assert "0.5.8 or later" not in str(err.value)
+    assert "0.5.7 or later" not in str(err.value)
     assert sha(path) == before
 
 
@@ -307,7 +307,8 @@ def test_other_edit_is_refused_naming_file_and_line(sglang_tree):
             planner.plan_edit(report, gate.shipped_digest(report), None, autotune=autotune)
         message = str(err.value)
         assert str(path) in message and "neither as shipped nor as shipped plus the one-line edit" in message
-        assert f"line {report.lineno}" in message and "cannot be located from RECORD" in message
+        assert f"on the entry line itself (now {report.line.strip()!r}" in message
+        assert "RECORD holds only hashes, so where cannot be located" in message
         assert "Nothing was changed" in message and "pip install --force-reinstall --no-deps sglang==0.5.12" in message
     assert sha(path) == before
 
@@ -327,7 +328,7 @@ def test_unrecognised_entry_form_is_quoted(sglang_tree, form):
         gate.inspect_gate(package)
     assert f"line {lineno} reads {form.strip()!r}" in str(err.value)
     assert "not a form this role edits" in str(err.value)
-    assert "0.5.8 or later" not in str(err.value)
+    assert "0.5.7 or later" not in str(err.value)
 
 
 def test_entry_removed_from_upstream_release(sglang_tree):
@@ -339,7 +340,7 @@ def test_entry_removed_from_upstream_release(sglang_tree):
         planner.plan_edit(report, gate.shipped_digest(report), None, autotune=False)
     assert 'SGLang 0.5.23: the gate should_run_flashinfer_autotune()' in str(err.value)
     assert "the entry was removed or the file edited since SGLang was installed" in str(err.value)
-    assert "0.5.8 or later" not in str(err.value)
+    assert "0.5.7 or later" not in str(err.value)
     drop_record(package)
     with pytest.raises(gate.GateError, match="The entry is gone from this version's gate; there is no RECORD"):
         planner.plan_edit(gate.inspect_gate(package), None, None, autotune=False)
@@ -349,7 +350,7 @@ def test_absent_entry_as_shipped_on_0_5_6(sglang_tree):
     report = gate.inspect_gate(sglang_tree("0.5.6"))
     shipped = gate.shipped_digest(report)
     assert shipped.sha256 == report.sha256
-    with pytest.raises(gate.GateError, match="use SGLang 0.5.8 or later"):
+    with pytest.raises(gate.GateError, match="use SGLang 0.5.7 or later"):
         planner.plan_edit(report, shipped, None, autotune=True)
 
 
@@ -427,21 +428,201 @@ def test_python_problem(tmp_path):
     assert "is not a Python 3 interpreter" in gate.python_problem(str(tmp_path))
 
 
-def test_state_dir_that_is_not_a_directory(tmp_path):
-    (tmp_path / "file").write_text("")
-    with pytest.raises(gate.GateError, match=r"state_dir=.*/file is a file, expected a directory"):
-        gate.check_state_dir(tmp_path / "file", tmp_path / "file" / "x.json")
-    (tmp_path / "log.json").mkdir()
-    assert "log.json is a directory, not a file: it is left alone" in gate.check_state_dir(tmp_path, tmp_path / "log.json")
-    assert gate.check_state_dir(tmp_path / "missing", tmp_path / "missing" / "x.json") == ""
-    with pytest.raises(gate.GateError, match="is a path through something that is not a directory"):
-        gate.check_state_dir(tmp_path / "file" / "sub", tmp_path / "file" / "sub" / "x.json")
-
-
 def test_two_records_that_disagree(sglang_tree):
     package = sglang_tree("0.5.10")
     other = package.parent / "sglang-0.5.9.dist-info"
     other.mkdir()
-    (other / "RECORD").write_text(f"sglang/{EXPECTED_STATE['0.5.10'][1]},sha256=AAAA,1\n")
-    with pytest.raises(gate.GateError, match="2 RECORD files list .* with different sha256"):
+    (other / "RECORD").write_text(f"sglang/{EXPECTED_STATE['0.5.10'][1]},sha256={'A' * 43},1\n")
+    with pytest.raises(gate.GateError, match="2 RECORD rows list .* with different sha256"):
         gate.shipped_digest(gate.inspect_gate(package))
+
+
+# --- issue 17: every input read one way, every failure named --------------------
+
+ACCEPTED = [(True, True), (False, False), (1, True), (0, False), ("true", True), ("TRUE", True),
+            ("Yes", True), ("on", True), ("1", True), ("false", False), ("No", False), ("OFF", False),
+            ("0", False)]
+# Each of these the argument spec reads one way and `| bool` another (or warns).
+REFUSED = ["y", "Y", "t", "n", "f", " true", "true ", "false\n", "", "maybe", "truе", 1.0, 0.0, 2, -1, None,
+           [], {"x": 1}]
+
+
+@pytest.mark.parametrize(("value", "expected"), ACCEPTED)
+def test_autotune_spellings_both_ansible_checks_read_alike(value, expected):
+    assert planner.autotune_choice(value) is expected
+
+
+@pytest.mark.parametrize("value", REFUSED)
+def test_autotune_spellings_ansible_reads_two_ways_are_refused(value):
+    with pytest.raises(ValueError) as err:
+        planner.autotune_choice(value)
+    message = str(err.value)
+    assert message.startswith(f"sglang_autotune_enabled (from -e autotune=... unless set itself) is {value!r} "
+                              f"({type(value).__name__}).")
+    assert "Accepted: true or false as a YAML/JSON boolean, 0 or 1, or one of true, yes, on, 1, false, no, off, 0" in message
+    assert "refused before any change" in message
+
+
+def test_0_5_7_is_patched_like_0_5_8(sglang_tree):
+    report = gate.inspect_gate(sglang_tree("0.5.7"))
+    plan = planner.plan_edit(report, gate.shipped_digest(report), None, autotune=True)
+    assert (report.state, plan.action, plan.outcome) == ("commented", "enable", "patched")
+
+
+def gate_file(package: Path, version: str = "0.5.10") -> Path:
+    return package / EXPECTED_STATE[version][1]
+
+
+@pytest.mark.parametrize("where", ["entry_line", "first_byte", "docstring", "last_byte"])
+def test_nul_byte_in_the_gate_file_is_named(sglang_tree, where):
+    from conftest import tree_digest
+
+    package = sglang_tree("0.5.10")
+    path = gate_file(package)
+    data = path.read_bytes()
+    entry = COMMENTED_ENTRY.encode()
+    data = {"entry_line": data.replace(entry, entry[:-2] + b"\x00,\n"), "first_byte": b"\x00" + data,
+            "docstring": data.replace(b'"""Check if flashinfer autotune', b'"""Check\x00 if flashinfer autotune'),
+            "last_byte": data + b"\x00"}[where]
+    path.write_bytes(data)
+    lineno = data[:data.index(b"\x00")].count(b"\n") + 1
+    before = tree_digest(package.parent)
+    with pytest.raises(gate.GateError) as err:
+        gate.inspect_gate(package)
+    assert f"{path} holds a NUL byte (\\x00) on line {lineno}" in str(err.value)
+    assert tree_digest(package.parent) == before
+
+
+@pytest.mark.parametrize("link", ["gate_to_a_copy", "gate_dangling", "model_executor_dir", "srt_dir"])
+def test_a_symlink_on_the_way_to_the_gate_is_refused(sglang_tree, tmp_path, link):
+    import shutil
+
+    from conftest import tree_digest
+
+    package = sglang_tree("0.5.10")
+    path = gate_file(package)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    linked = {"gate_to_a_copy": path, "gate_dangling": path, "model_executor_dir": path.parent,
+              "srt_dir": package / "srt"}[link]
+    target = elsewhere / linked.name
+    shutil.move(linked, target)
+    if link == "gate_dangling":
+        target.unlink()
+    linked.symlink_to(target)
+    before = tree_digest(package.parent, elsewhere)
+    with pytest.raises(gate.GateError) as err:
+        gate.inspect_gate(package)
+    message = str(err.value)
+    assert message.startswith(f"{linked} is a symbolic link (to {target}, that is {target}): pip never installs one")
+    assert f"an edit would change {target}" in message and "nothing was changed" in message
+    assert f"cp --remove-destination {target} {linked}" in message
+    assert tree_digest(package.parent, elsewhere) == before
+
+
+def record_row_for(package: Path, rel: str, row: str) -> None:
+    record = next(package.parent.glob("sglang-*.dist-info/RECORD"))
+    rows = [row if line.startswith(f"sglang/{rel},") else line for line in record.read_text().splitlines()]
+    record.write_text("\n".join(rows) + "\n")
+
+
+@pytest.mark.parametrize(("digest", "why"), [
+    ("sha256=AAAA", "its hash 'sha256=AAAA' is not sha256=<43 characters of urlsafe base64>"),
+    ("sha256=" + "!" * 43, "is not sha256=<43 characters"),
+    ("sha256=" + "A" * 44, "is not sha256=<43 characters"),
+    ("sha256=", "its hash 'sha256=' is not sha256="),
+    ("", "it has no hash"),
+    ("sha512=" + "A" * 86, "its hash uses sha512, this role compares sha256 only"),
+    ("md5=AAAA", "its hash uses md5"),
+    ("0123456789abcdef", "is not sha256=<43 characters"),
+])
+def test_a_malformed_record_hash_is_corrupt_not_no_record(sglang_tree, digest, why):
+    package = sglang_tree("0.5.10")
+    rel = EXPECTED_STATE["0.5.10"][1]
+    record_row_for(package, rel, f"sglang/{rel},{digest},123")
+    report = gate.inspect_gate(package)
+    with pytest.raises(gate.GateError) as err:
+        gate.shipped_digest(report)
+    message = str(err.value)
+    assert f"lists 'sglang/{rel}', the gate file, but " in message and why in message, message
+    assert "this RECORD is corrupt" in message and "sglang==0.5.10" in message
+
+
+def test_a_record_row_without_a_hash_column_is_corrupt(sglang_tree):
+    package = sglang_tree("0.5.10")
+    rel = EXPECTED_STATE["0.5.10"][1]
+    record_row_for(package, rel, f"sglang/{rel}")
+    with pytest.raises(gate.GateError, match="but it has no hash: this RECORD is corrupt"):
+        gate.shipped_digest(gate.inspect_gate(package))
+
+
+@pytest.mark.parametrize("fault", ["nul", "directory", "over_csv_field_limit"])
+def test_a_record_that_cannot_be_read_is_named(sglang_tree, fault):
+    package = sglang_tree("0.5.10")
+    record = next(package.parent.glob("sglang-*.dist-info/RECORD"))
+    if fault == "nul":
+        record.write_bytes(record.read_bytes() + b"x\x00y,,\n")
+        needle = f"{record} holds a NUL byte: this RECORD is corrupt"
+    elif fault == "directory":
+        record.unlink()
+        record.mkdir()
+        needle = f"{record} is a directory, expected pip's RECORD file"
+    else:
+        record.write_text(record.read_text() + "a" * 200000 + ",,\n")  # past csv's field size limit
+        needle = f"{record} is not CSV (field larger than field limit"
+    report = gate.inspect_gate(package)
+    with pytest.raises(gate.GateError) as err:
+        gate.shipped_digest(report)
+    assert needle in str(err.value)
+
+
+@pytest.mark.parametrize(("char", "escaped"), [("\x1b", "\\x1b"), ("\t", "\\t"), ("\x0b", "\\x0b"),
+                                               ("\u202e", "\\u202e"), ("\x7f", "\\x7f"), ("\u200b", "\\u200b")])
+def test_control_characters_in_a_quoted_line_are_escaped(sglang_tree, char, escaped):
+    package = sglang_tree("0.5.10")
+    form = f'            # "flashinfer_cutlass",  # off{char}\n'
+    path = mutate(package, EXPECTED_STATE["0.5.10"][1], lambda s: s.replace(COMMENTED_ENTRY, form))
+    with pytest.raises(gate.GateError) as err:
+        gate.inspect_gate(package)
+    message = str(err.value)
+    assert f"reads '# \"flashinfer_cutlass\",  # off{escaped}'" in message, message
+    assert char not in message
+    assert str(path) in message
+
+
+@pytest.mark.parametrize(("name", "new"), [
+    ("tab_indent", '\t\t\t# "flashinfer_cutlass",\n'),
+    ("tab_after_hash", '            #\t"flashinfer_cutlass",\n'),
+    ("tab_trailing", '            # "flashinfer_cutlass",\t\n'),
+])
+def test_a_tab_on_the_entry_line_with_record_is_refused_naming_the_line(sglang_tree, name, new):
+    """With RECORD the bytes must be RECORD's: a TAB where SGLang has spaces is a difference."""
+    package = sglang_tree("0.5.10")
+    path = mutate(package, EXPECTED_STATE["0.5.10"][1], lambda s: s.replace(COMMENTED_ENTRY, new))
+    report = gate.inspect_gate(package)
+    assert report.state == "commented"
+    with pytest.raises(gate.GateError) as err:
+        planner.plan_edit(report, gate.shipped_digest(report), None, autotune=True)
+    message = str(err.value)
+    assert f"on the entry line itself (now {new.rstrip(chr(10)).strip(' ')!r}; a TAB or other whitespace" in message
+    assert "\t" not in message and str(path) in message
+    drop_record(package)  # without RECORD the file is what there is: patched
+    assert planner.plan_edit(gate.inspect_gate(package), None, None, autotune=True).action == "enable"
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_a_bom_added_after_the_install(sglang_tree, record):
+    """With RECORD a BOM RECORD does not name is a difference, refused; without RECORD it is kept."""
+    package = sglang_tree("0.5.10")
+    path = gate_file(package)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    if not record:
+        drop_record(package)
+    report = gate.inspect_gate(package)
+    if record:
+        with pytest.raises(gate.GateError, match="is neither as shipped nor as shipped plus the one-line edit"):
+            planner.plan_edit(report, gate.shipped_digest(report), None, autotune=True)
+        return
+    plan = planner.plan_edit(report, None, None, autotune=True)
+    apply_plan(report, plan)
+    assert path.read_bytes().startswith(b"\xef\xbb\xbf") and sha(path) == plan.expect_sha256

@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "roles" / "sglang" / "module_utils"))
 
+import sglang_venv_inspect as svi  # noqa: E402
 import sglang_venvs as sv  # noqa: E402
 
 REQUEST = {"source": "pypi", "version": "0.5.23", "git": "", "torch": "", "flashinfer": "", "heavy_dependencies": False}
@@ -203,37 +204,39 @@ def test_prune_never_leaves_venvs(root):
 
 
 def test_tool_versions_and_check_output():
-    assert sv.tool_version("uv 0.13.9 (x86_64-unknown-linux-gnu)\n") == "0.13.9"
-    assert sv.tool_version("pip 23.0.1 from /opt/sglang/venvs/x/lib/python3.11/site-packages/pip (python 3.11)") \
+    assert svi.tool_version("uv 0.13.9 (x86_64-unknown-linux-gnu)\n") == "0.13.9"
+    assert svi.tool_version("pip 23.0.1 from /opt/sglang/venvs/x/lib/python3.11/site-packages/pip (python 3.11)") \
         == "23.0.1"
-    assert sv.tool_version("garbage") == ""
+    assert svi.tool_version("garbage") == ""
     uv_output = ("Using Python 3.11.2 environment at: /opt/sglang/venvs/x\nChecked 1 package in 0.24ms\n"
                  "Found 2 incompatibilities\nThe package `sglang` requires `aiohttp`, but it's not installed\n")
-    assert sv.check_problems(uv_output) == "The package `sglang` requires `aiohttp`, but it's not installed"
+    assert svi.check_problems(uv_output) == "The package `sglang` requires `aiohttp`, but it's not installed"
 
 
-def test_system_drift_reads_the_host(tmp_path):
-    import grp
-    import os
-    import pwd
+def test_the_versions_program_runs_in_a_python_and_reads_its_distributions():
+    import subprocess
 
-    me = pwd.getpwuid(os.getuid())
-    group = grp.getgrgid(me.pw_gid).gr_name
-    good = tmp_path / "root"
-    good.mkdir(mode=0o755)
-    good.chmod(0o755)
-    assert sv.system_drift(me.pw_name, group, me.pw_dir, me.pw_shell, [group], [str(good)]) == \
-        ([] if os.getuid() == 0 else [f"{good} is not a root-owned 0755 directory"])
-    drift = sv.system_drift("no-such-user-sglang", "no-such-group-sglang", "/var/lib/x", "/usr/sbin/nologin",
-                            [], [str(tmp_path / "missing")])
-    assert drift == ["group no-such-group-sglang missing", "user no-such-user-sglang missing",
-                     f"{tmp_path / 'missing'} missing"]
-    drift = sv.system_drift(me.pw_name, group, "/elsewhere", "/bin/false", [], [])
-    assert drift == [f"user {me.pw_name}'s home is {me.pw_dir}, not /elsewhere",
-                     f"user {me.pw_name}'s shell is {me.pw_shell}, not /bin/false", "/elsewhere missing"]
-    good.chmod(0o700)
-    assert sv.system_drift(me.pw_name, group, me.pw_dir, me.pw_shell, [], [str(good)]) == \
-        [f"{good} is not a root-owned 0755 directory"]
+    argv = svi.inspect_argv(str(Path(sys.executable).parent.parent))["versions"]
+    argv[0] = sys.executable
+    out = subprocess.run([*argv, "pytest", "no-such-distribution"], check=True, capture_output=True, text=True).stdout
+    data = json.loads(out)
+    assert data["packages"]["pytest"] and "no-such-distribution" not in data["packages"]
+    assert data["python"] == sys.version.split()[0]
+    parsed = svi.parse_inspection({"versions": (0, out, ""), "freeze": (0, "a==1\n", ""),
+                                   "check": (1, "x requires y\n", ""), "version": (0, "uv 0.13.9\n", "")})
+    assert parsed["installer_version"] == "0.13.9" and parsed["pip_check"] == {"ok": False, "output": "x requires y"}
+
+
+def test_venv_names_say_what_and_for_which_request():
+    now = (2026, 12, 1, 10, 0, 0, 1, 335, 0)
+    import time
+
+    name = sv.venv_name(REQUEST, False, time.struct_time(now))
+    assert name.startswith("pypi-0.5.23-") and len(name) == len("pypi-0.5.23-") + 8
+    assert sv.venv_name(REQUEST, True, time.struct_time(now)) == name + "-20261201100000"
+    git = dict(REQUEST, source="git", git="https://example.invalid/sglang.git@fix/moe gate")
+    assert sv.venv_name(git, False, time.struct_time(now)).startswith("git-fix-moe-gate-")
+    assert sv.venv_name(dict(REQUEST, python="/usr/bin/python3.12"), False, time.struct_time(now)) != name
 
 
 def uv_binary(dest: Path) -> Path:

@@ -149,10 +149,6 @@ def test_service_user(host):
     assert user.exists and user.shell == "/usr/sbin/nologin"
 
 
-def test_old_readiness_probe_removed(host):
-    assert not host.file("/usr/local/libexec/sglang-wait-ready").exists
-
-
 def test_api_key_never_in_play_output_or_diff(host):
     """--check --diff with a rotated key: the env file would change, and neither key is shown."""
     if after_side_effect(host):

@@ -34,6 +34,17 @@ options:
     description: Directory that stands for C(/) (a fake root in tests).
     type: path
     default: /
+  expected_gpus:
+    description: GPUs the host must have; with no nvidia-smi list, the /dev/nvidiaN nodes it must have.
+    type: int
+  modeset:
+    description: Whether C(/dev/nvidia-modeset) is required.
+    type: bool
+    default: false
+  uvm_required:
+    description: Require the uvm nodes even when nvidia_uvm is not loaded (the host loads it at boot).
+    type: bool
+    default: false
   nvidia_smi_csv:
     description:
       - A file holding C(nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,memory.total,power.limit
@@ -95,13 +106,24 @@ nvidia:
     gpu_nodes:
       description: Number of /dev/nvidiaN nodes.
       type: int
+    gpu_count:
+      description: The host's GPUs, decided here once (nvidia-smi's list, else the /dev/nvidiaN nodes).
+      type: int
+    required_nodes:
+      description: The nodes a container needs from this host (nvidiactl, one per GPU, uvm when loaded or required, modeset when asked).
+      type: list
+      elements: str
+    missing_nodes:
+      description: Required nodes the host lacks.
+      type: list
+      elements: str
 """
 
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.nvidia_discovery import (  # noqa: E402
-    SMI_QUERY, DiscoveryError, discover, read_text_file,
+    SMI_QUERY, DiscoveryError, discover, read_text_file, with_requirements,
 )
 
 
@@ -134,6 +156,9 @@ def main() -> None:
         argument_spec={
             "root": {"type": "path", "default": "/"},
             "nvidia_smi_csv": {"type": "path"},
+            "expected_gpus": {"type": "int"},
+            "modeset": {"type": "bool", "default": False},
+            "uvm_required": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -147,7 +172,9 @@ def main() -> None:
         module.fail_json(msg=f"{error}. Nothing was changed.")
     for node in nvidia["left_out"]:
         module.warn(f"{node['path']} ({node['major']}:{node['minor']}) left out: {node['reason']}")
-    module.exit_json(changed=False, nvidia=nvidia)
+    params = module.params
+    module.exit_json(changed=False, nvidia=with_requirements(nvidia, params["expected_gpus"], params["modeset"],
+                                                             params["uvm_required"]))
 
 
 if __name__ == "__main__":

@@ -338,3 +338,42 @@ def discover(root: str = "/", smi_csv: Optional[str] = None,
         "gpus": gpus,
         "gpu_nodes": sum(1 for node in nodes if _GPU_NODE.fullmatch(node["path"][len("/dev/"):])),
     }
+
+
+def gpu_count(nvidia: dict[str, Any]) -> int:
+    """The host's GPUs: as nvidia-smi lists them, else as /dev/nvidiaN nodes."""
+    return len(nvidia.get("gpus") or []) or int(nvidia.get("gpu_nodes") or 0)
+
+
+def required_nodes(nvidia: dict[str, Any], expected_gpus: Optional[int] = None, modeset: bool = False,
+                   uvm: bool = False) -> list[str]:
+    """The nodes a host with this driver must have before a container gets its GPUs.
+
+    nvidiactl, one /dev/nvidiaN per GPU (nvidia-smi's indexes, else 0..expected-1, else the nodes
+    found), the two uvm nodes when nvidia_uvm is loaded (its major is listed) or `uvm` says they
+    must be, and nvidia-modeset when asked for. None without a loaded driver.
+    """
+    if not nvidia.get("driver_version"):
+        return []
+    indexes = [int(gpu["index"]) for gpu in nvidia.get("gpus") or [] if "index" in gpu]
+    if not indexes and expected_gpus:
+        indexes = list(range(expected_gpus))
+    wanted = [f"/dev/nvidia{index}" for index in indexes]
+    if not indexes:
+        wanted = [node["path"] for node in nvidia.get("nodes") or []
+                  if _GPU_NODE.fullmatch(node["path"][len("/dev/"):])]
+    wanted.append("/dev/nvidiactl")
+    if uvm or "nvidia-uvm" in (nvidia.get("majors") or {}):
+        wanted += ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+    if modeset:
+        wanted.append("/dev/nvidia-modeset")
+    return wanted
+
+
+def with_requirements(nvidia: dict[str, Any], expected_gpus: Optional[int] = None, modeset: bool = False,
+                      uvm: bool = False) -> dict[str, Any]:
+    """Discovery plus the facts decided from it: gpu_count, required_nodes, missing_nodes."""
+    required = required_nodes(nvidia, expected_gpus, modeset, uvm)
+    present = {node["path"] for node in nvidia.get("nodes") or []}
+    return dict(nvidia, gpu_count=gpu_count(nvidia), required_nodes=required,
+                missing_nodes=[path for path in required if path not in present])

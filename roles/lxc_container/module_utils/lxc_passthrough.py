@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ansible.module_utils.nvidia_discovery import with_requirements
+
 ALLOW_KEYS = {"v1": "lxc.cgroup.devices.allow", "v2": "lxc.cgroup2.devices.allow"}
 MOUNT_KEY = "lxc.mount.entry"
 MEMLOCK_KEY = "lxc.prlimit.memlock"
@@ -182,30 +184,28 @@ def nvidia_majors(nvidia: dict) -> set[int]:
     return set(checked_majors(nvidia).values()) | {NVIDIA_FIXED_MAJOR}
 
 
-def gpu_count(nvidia: dict) -> int:
-    """GPUs as /dev/nvidiaN nodes (what can be passed through)."""
-    return sum(1 for node in nodes_of(nvidia) if re.fullmatch(r"/dev/nvidia\d+", node.path))
+def gpu_count(nvidia: dict, expected_gpus: int | None = None) -> int:
+    """The host's GPUs, as discovery decided (nvidia_devices' gpu_count)."""
+    return _requirements(nvidia, expected_gpus)["gpu_count"]
 
 
 def missing_nodes(nvidia: dict, expected_gpus: int | None) -> list[str]:
-    """Nodes the loaded driver implies but the host's /dev lacks.
+    """Nodes the loaded driver implies but the host's /dev lacks, as discovery decided.
 
     The classic case: nvidia_uvm is loaded (its major is in /proc/devices) but
     /dev/nvidia-uvm is missing after a reboot until nvidia-modprobe -u runs.
     A container that starts then has no CUDA, which `optional` mounts hide.
     """
-    if not nvidia.get("driver_version"):
-        return []
-    present = {node.path for node in nodes_of(nvidia)}
-    majors = nvidia.get("majors") or {}
-    wanted = ["/dev/nvidiactl"]
-    if "nvidia-uvm" in majors:
-        wanted += ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
-    indexes = [int(gpu["index"]) for gpu in nvidia.get("gpus") or [] if "index" in gpu]
-    if not indexes and expected_gpus:
-        indexes = list(range(expected_gpus))
-    wanted += [f"/dev/nvidia{index}" for index in indexes]
-    return [path for path in wanted if path not in present]
+    return _requirements(nvidia, expected_gpus)["missing_nodes"]
+
+
+def _requirements(nvidia: dict, expected_gpus: int | None) -> dict:
+    """Discovery's own gpu_count and missing_nodes; a result without them (a user's
+    lxc_container_nvidia) gets them by discovery's rule, never by a second one."""
+    if "missing_nodes" in nvidia and "gpu_count" in nvidia and expected_gpus is None:
+        return nvidia
+    checked_nodes(nvidia)
+    return with_requirements(nvidia, expected_gpus)
 
 
 def raw_lines(nodes: list[Node], cgroup: str) -> list[tuple[str, str]]:

@@ -17,12 +17,11 @@ pruning removes virtualenvs, never the cache.
 
 from __future__ import annotations
 
-import grp
+import hashlib
 import json
 import os
-import pwd
 import re
-import stat
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -252,12 +251,6 @@ def uv_argv(root: str) -> list[str]:
             "--link-mode", "hardlink", "--compile-bytecode"]
 
 
-def tool_version(text: str) -> str:
-    """The version in `uv --version` ("uv 0.13.9 (...)") or `pip --version` ("pip 23.0.1 from ...")."""
-    match = re.match(r"\s*\S+\s+([0-9][^\s]*)", text)
-    return match.group(1) if match else ""
-
-
 def missing_debs(dpkg_query_output: str, wanted: list[str]) -> list[str]:
     """Packages of `wanted` that `dpkg-query -W -f '${Package} ${Status}\\n'` does not show installed."""
     installed = set()
@@ -268,55 +261,11 @@ def missing_debs(dpkg_query_output: str, wanted: list[str]) -> list[str]:
     return [name for name in wanted if name not in installed]
 
 
-_UV_CHATTER = re.compile(r"^(Using Python .* environment at|Checked \d+ packages? in|Found \d+ incompatibilit)")
-
-
-def check_problems(output: str) -> str:
-    """The problem lines of `pip check` / `uv pip check`, without uv's progress lines."""
-    return "\n".join(line for line in output.strip().splitlines() if not _UV_CHATTER.match(line))
-
-
-def system_drift(user: str, group: str, home: str, shell: str, groups: list[str],
-                 dirs: list[str]) -> list[str]:
-    """What differs from: group, system user with that home, shell and groups, root-owned 0755 dirs.
-
-    Read-only; an empty list means the role's user, group and directory tasks have nothing to do.
-    """
-    drift: list[str] = []
-    try:
-        gid = grp.getgrnam(group).gr_gid
-    except KeyError:
-        drift.append(f"group {group} missing")
-        gid = None
-    try:
-        entry = pwd.getpwnam(user)
-    except KeyError:
-        drift.append(f"user {user} missing")
-        entry = None
-    if entry is not None:
-        if gid is not None and entry.pw_gid != gid:
-            drift.append(f"user {user}'s primary group is not {group}")
-        if entry.pw_dir != home:
-            drift.append(f"user {user}'s home is {entry.pw_dir}, not {home}")
-        if entry.pw_shell != shell:
-            drift.append(f"user {user}'s shell is {entry.pw_shell}, not {shell}")
-        if not os.path.isdir(home):
-            drift.append(f"{home} missing")
-        for name in groups:
-            try:
-                member = grp.getgrnam(name)
-            except KeyError:
-                drift.append(f"group {name} missing")
-                continue
-            if user not in member.gr_mem and entry.pw_gid != member.gr_gid:
-                drift.append(f"user {user} not in group {name}")
-    for path in dirs:
-        try:
-            info = os.lstat(path)
-        except OSError:
-            drift.append(f"{path} missing")
-            continue
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_gid != 0 \
-                or stat.S_IMODE(info.st_mode) != 0o755:
-            drift.append(f"{path} is not a root-owned 0755 directory")
-    return drift
+def venv_name(request: dict[str, Any], upgrade: bool, now: time.struct_time) -> str:
+    """`SOURCE-LABEL-REQUESTID`, plus the time for an upgrade (a second install of one request)."""
+    source = request.get("source", "")
+    label = request.get("version") if source == "pypi" else (request.get("git", "").rpartition("@")[2]
+                                                             if source == "git" else "")
+    request_id = hashlib.sha1(json.dumps(request, sort_keys=True).encode()).hexdigest()[:8]
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", f"{source}-{label or 'latest'}") + f"-{request_id}"
+    return name + (time.strftime("-%Y%m%d%H%M%S", now) if upgrade else "")

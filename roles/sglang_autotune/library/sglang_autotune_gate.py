@@ -25,7 +25,10 @@ description:
     that the file compiles and, when given, its sha256.
   - Never writes anything; fails before any change when the gate is missing,
     ambiguous, only outside the gate, in a form it does not edit, has CRLF line
-    endings, is not a regular file, or the file is not readable Python.
+    endings, is not a regular file, is reached through a symbolic link, holds a NUL
+    byte, is listed in RECORD with a malformed hash, or is not readable Python; and,
+    in check mode as in a real run, when the planned edit could not be written (a
+    read-only mount, an immutable file, a directory or file the user may not write).
 options:
   package_dir:
     description: The sglang package directory (the folder holding C(srt/)); absolute.
@@ -36,8 +39,12 @@ options:
         when I(package_dir) is not given. The package is found, not imported.
     type: path
   autotune:
-    description: Whether C(flashinfer_cutlass) should be autotuned.
-    type: bool
+    description:
+      - Whether C(flashinfer_cutlass) should be autotuned.
+      - A boolean, C(0) or C(1), or one of C(true), C(false), C(yes), C(no), C(on), C(off),
+        C(1), C(0) in any case, the spellings Ansible's argument spec and its C(bool) filter
+        read alike. Anything else fails before any change.
+    type: raw
     default: true
   state_dir:
     description: Directory of this project's log of edits it made (read only without RECORD).
@@ -166,9 +173,9 @@ log_text:
   description: The log's content when I(log) is C(write).
   returned: when not verifying
   type: str
-log_dir_exists:
-  description: Whether I(state_dir) exists already.
-  returned: when not verifying
+enabled:
+  description: The I(autotune) choice as a boolean; the role publishes it as C(sglang_autotune_result.enabled).
+  returned: always
   type: bool
 message:
   description: One sentence for the operator.
@@ -176,13 +183,14 @@ message:
   type: str
 """
 
+import csv
 import os
+from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_locate import LOCATE_ARGUMENT_SPEC, LOCATE_REQUIRED_ONE_OF, locate_package
 from ansible.module_utils.sglang_gate import (
     GateError,
-    check_state_dir,
     inspect_gate,
     python_problem,
     read_record,
@@ -190,11 +198,16 @@ from ansible.module_utils.sglang_gate import (
     state_file_for,
     verify_gate,
 )
-from ansible.module_utils.sglang_gate_plan import log_step, plan_edit
+from ansible.module_utils.sglang_gate_plan import autotune_choice, log_step, plan_edit
+from ansible.module_utils.sglang_gate_write import log_problem, replace_problem
 
 
 def run(module: AnsibleModule) -> None:
     params = module.params
+    try:
+        enabled = autotune_choice(params["autotune"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     if params["package_dir"] and not os.path.isabs(params["package_dir"]):
         module.fail_json(msg=f"sglang_package_dir={params['package_dir']!r} is a relative path; it would "
                          "be read relative to wherever the module happens to run on the target. Give "
@@ -207,46 +220,68 @@ def run(module: AnsibleModule) -> None:
     if package_dir is None:
         module.exit_json(changed=False, state="not_installed", action="none", version="not installed",
                          file="", lineno=0, upstream_enabled=False, record_stale=False, server_args={},
-                         log="keep", outcome="shipped", decided_by="nothing",
+                         log="keep", outcome="shipped", decided_by="nothing", enabled=enabled,
                          message="SGLang is not installed yet: check mode cannot inspect its gate.")
-    log_note = ""
     try:
-        report = inspect_gate(package_dir)
-        state_file = state_file_for(params["state_dir"], report.file)
-        result = dict(report.as_dict(), state_file=str(state_file), record={}, changed=False)
-        if params["verify"]:
-            problems = verify_gate(report, params["verify"], params["expect_sha256"])
-            if problems:
-                module.fail_json(msg=f"verification of {report.file} failed: " + "; ".join(problems),
-                                 **result)
-            result["message"] = (f"SGLang {report.version}: proven {report.state} at "
-                                 f"{report.file}:{report.lineno}, sha256 {report.sha256}")
-            module.exit_json(**result)
-        log_note = check_state_dir(params["state_dir"], state_file)
-        shipped = shipped_digest(report)
-        # With RECORD, this project's log is never read: it cannot decide anything.
-        record = read_record(state_file) if shipped is None else None
-        result["record"] = record or {}
-        result["shipped_record"] = shipped.record if shipped else ""
-        plan = plan_edit(report, shipped, record, params["autotune"])
+        module.exit_json(**inspect_and_plan(module, package_dir, enabled))
     except GateError as exc:
         module.fail_json(msg=str(exc), package_dir=package_dir)
+    except (OSError, ValueError, csv.Error) as exc:
+        # The checks name what they refuse; this names whatever slipped past them.
+        where = getattr(exc, "filename", None) or package_dir
+        module.fail_json(msg=f"reading SGLang's autotune gate under {package_dir} failed at {where}: "
+                         f"{type(exc).__name__}: {exc}. Nothing was changed. Reinstall SGLang, or "
+                         "point sglang_autotune_package_dir at the sglang package directory.",
+                         package_dir=package_dir)
+
+
+def inspect_and_plan(module: AnsibleModule, package_dir: str, enabled: bool) -> dict:
+    """The module's result; GateError (or an OSError that names its file) when it must fail."""
+    params = module.params
+    report = inspect_gate(package_dir)
+    state_file = state_file_for(params["state_dir"], report.file)
+    result = dict(report.as_dict(), state_file=str(state_file), record={}, changed=False, enabled=enabled)
+    if params["verify"]:
+        problems = verify_gate(report, params["verify"], params["expect_sha256"])
+        if problems:
+            raise GateError(f"verification of {report.file} failed: " + "; ".join(problems))
+        result["message"] = (f"SGLang {report.version}: proven {report.state} at "
+                             f"{report.file}:{report.lineno}, sha256 {report.sha256}")
+        return result
+    shipped = shipped_digest(report)
+    # With RECORD, this project's log is never read: it cannot decide anything.
+    record = read_record(state_file) if shipped is None else None
+    result["record"] = record or {}
+    result["shipped_record"] = shipped.record if shipped else ""
+    plan = plan_edit(report, shipped, record, enabled)
+    if plan.action != "none":
+        problem = replace_problem(Path(report.file))
+        if problem:
+            raise GateError(
+                f"SGLang {report.version}: {report.file} cannot be edited ({plan.action} the "
+                f'"flashinfer_cutlass", entry): {problem}. Nothing was changed; --check fails '
+                "the same way."
+            )
+    log_why = log_problem(Path(params["state_dir"]), state_file)
+    if shipped is None and plan.action == "enable" and log_why:
+        raise GateError(
+            f"SGLang {report.version}: no RECORD lists {report.file} (an editable or source "
+            f"install), so this role's log is what a later rollback reads, and it cannot be "
+            f"written: {log_why}. Nothing was changed. Point sglang_autotune_state_dir at a "
+            "writable directory, or install SGLang from a wheel (pip's RECORD then decides)."
+        )
     plan_dict = plan.as_dict()
     plan_dict["edit_line"] = plan_dict.pop("line")
     plan_dict["log"], plan_dict["log_text"] = log_step(plan, report, state_file, shipped)
-    plan_dict["log_dir_exists"] = os.path.isdir(params["state_dir"])
-    if log_note:
-        plan_dict["log"] = "keep"
-        plan_dict["message"] += log_note
     result.update(plan_dict)
-    module.exit_json(**result)
+    return result
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             LOCATE_ARGUMENT_SPEC,
-            autotune=dict(type="bool", default=True),
+            autotune=dict(type="raw", default=True),
             state_dir=dict(type="path", default="/var/lib/sglang_autotune"),
             verify=dict(type="str", choices=["enabled", "commented"]),
             expect_sha256=dict(type="str", default=""),

@@ -108,6 +108,11 @@ class Shipped:
     record: str
 
 
+def shown(text: str) -> str:
+    """A line quoted for a message: control characters (TAB, NUL, ESC, ...) escaped, edge spaces dropped."""
+    return repr(text.strip(" "))
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -163,9 +168,13 @@ def _check_package_dir(package_dir: Path) -> None:
             f"(e.g. <venv>/lib/python3.X/site-packages/sglang). {FIX_HINT}"
         )
     if not (package_dir / "srt").is_dir() or not (package_dir / "__init__.py").is_file():
+        try:
+            found = str(sorted(p.name for p in package_dir.iterdir())[:10])
+        except OSError as exc:
+            found = f"nothing readable ({exc.strerror})"
         raise GateError(
             f"{package_dir} is not an SGLang package: expected __init__.py and srt/ in it, "
-            f"found {sorted(p.name for p in package_dir.iterdir())[:10]}. {FIX_HINT}"
+            f"found {found}. {FIX_HINT}"
         )
 
 
@@ -189,6 +198,12 @@ def _parse(path: Path) -> tuple[str, ast.Module]:
     except OSError as exc:
         raise GateError(f"cannot read {path}: {exc}. {FIX_HINT}") from exc
     source = decode_source(path, data)
+    if "\x00" in source:
+        lineno = source.count("\n", 0, source.index("\x00")) + 1
+        raise GateError(
+            f"{path} holds a NUL byte (\\x00) on line {lineno}: it is not the Python source "
+            f"SGLang ships; refusing to read or edit it. {FIX_HINT}"
+        )
     try:
         return source, ast.parse(source, filename=str(path))
     except SyntaxError as exc:
@@ -222,6 +237,28 @@ def backend_listed(function: ast.AST) -> bool:
     return False
 
 
+def refuse_links(package_dir: Path, rel: str) -> None:
+    """Refuse a symbolic link on the way from package_dir to package_dir/rel, dangling or not.
+
+    pip never installs a link from a wheel, so a link means someone replaced the
+    file; lineinfile would edit the link's target, which may be another install's.
+    """
+    path = package_dir
+    for part in Path(rel).parts:
+        path = path / part
+        if path.is_symlink():
+            target = os.path.realpath(path)
+            raise GateError(
+                f"{path} is a symbolic link (to {os.readlink(path)}, that is {target}): pip never "
+                "installs one, so this is not the file SGLang shipped, and an edit would change "
+                f"{target}, which other installs may share. Refusing to read or edit it; nothing "
+                "was changed. Reinstall SGLang, or replace the link by a copy of the file "
+                f"(cp --remove-destination {target} {path}) if you made it on purpose."
+            )
+        if not os.path.lexists(path):
+            return
+
+
 def find_gate(package_dir: Path) -> tuple[Path, str, ast.FunctionDef, list[str]]:
     """Return (file, source, function node, files searched); exactly one gate or GateError."""
     _check_package_dir(package_dir)
@@ -229,6 +266,7 @@ def find_gate(package_dir: Path) -> tuple[Path, str, ast.FunctionDef, list[str]]
     found: list[tuple[Path, str, ast.FunctionDef]] = []
     for rel in GATE_FILES:
         path = package_dir / rel
+        refuse_links(package_dir, rel)
         if file_kind(path) == "missing":
             continue
         source, tree = _parse(path)
@@ -298,14 +336,14 @@ def inspect_gate(package_dir: str | Path) -> GateReport:
         f"SGLang {report.version}, {path}, gate {node.name}() at lines {start}-{end}"
     )
     if len(inside) > 1:
-        lines = ", ".join(f"{n}: {t.strip()}" for n, t, _ in inside)
+        lines = ", ".join(f"{n}: {shown(t)}" for n, t, _ in inside)
         raise GateError(
             f'{context}: expected one "{BACKEND}", entry in the gate, found {len(inside)} '
             f"(lines {lines}). Refusing to guess which one to edit. {FIX_HINT}"
         )
     if not inside:
         if report.mentions:
-            found = "; ".join(f"line {n} reads {t.strip()!r}" for n, t in report.mentions)
+            found = "; ".join(f"line {n} reads {shown(t)}" for n, t in report.mentions)
             raise GateError(
                 f'{context}: {found}. That is not a form this role edits: it expects the line '
                 f'to be exactly "{BACKEND}", or # "{BACKEND}", (any indentation, nothing '
@@ -324,50 +362,86 @@ def inspect_gate(package_dir: str | Path) -> GateReport:
     report.state = "commented" if commented else "enabled"
     if report.ast_listed == commented:
         raise GateError(
-            f"{context}: line {report.lineno} reads {report.line.strip()!r} but the parsed "
+            f"{context}: line {report.lineno} reads {shown(report.line)} but the parsed "
             f"gate {'does' if report.ast_listed else 'does not'} list \"{BACKEND}\". {FIX_HINT}"
         )
     return report
 
 
-def _record_hex(digest: str) -> Optional[str]:
-    algorithm, _, b64 = digest.partition("=")
-    if algorithm != "sha256" or not b64:
-        return None
+RECORD_SHA256_RE = re.compile(r"sha256=([A-Za-z0-9_-]{43})=?")
+
+
+def _record_hex(record: Path, lineno: int, row: list[str], version: str) -> str:
+    """The hex sha256 a RECORD row names; GateError when the row is corrupt.
+
+    A row that lists the gate file but whose hash is missing, not sha256 or not
+    32 bytes of urlsafe base64 is corrupt: taking it for "no RECORD" would hand
+    the decision to this project's log.
+    """
+    digest = row[1] if len(row) > 1 else ""
+    match = RECORD_SHA256_RE.fullmatch(digest)
+    if match:
+        raw = base64.urlsafe_b64decode(match.group(1) + "=")
+        if len(raw) == 32:
+            return raw.hex()
+    algorithm = digest.partition("=")[0] if "=" in digest else ""
+    why = ("it has no hash" if not digest else
+           f"its hash uses {algorithm}, this role compares sha256 only"
+           if algorithm and algorithm != "sha256" and algorithm.isidentifier() else
+           f"its hash {digest!r} is not sha256=<43 characters of urlsafe base64>")
+    raise GateError(
+        f"{record} line {lineno} lists {row[0]!r}, the gate file, but {why}: this RECORD is "
+        "corrupt, so what SGLang shipped cannot be known. Nothing was changed. Reinstall SGLang "
+        f"(pip install --force-reinstall --no-deps sglang=={version} with the virtualenv's pip)."
+    )
+
+
+def _record_rows(record: Path) -> list[list[str]]:
     try:
-        return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
-    except ValueError:
-        return None
+        text = record.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise GateError(f"cannot read {record}: {exc.strerror}. Nothing was changed. Make it "
+                        "readable, or reinstall SGLang.") from exc
+    if "\x00" in text:
+        raise GateError(f"{record} holds a NUL byte: this RECORD is corrupt. Nothing was "
+                        "changed. Reinstall SGLang.")
+    try:
+        return list(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:
+        raise GateError(f"{record} is not CSV ({exc}): this RECORD is corrupt. Nothing was "
+                        "changed. Reinstall SGLang.") from exc
 
 
 def shipped_digest(report: GateReport) -> Optional[Shipped]:
     """The sha256 pip recorded for the gate file at install; None without a RECORD listing it.
 
     An editable or source install has no RECORD next to the package listing the
-    file. Two dist-info folders that disagree about it (a broken upgrade) are refused.
+    file. Two dist-info folders that disagree about it (a broken upgrade) are
+    refused, and so is a RECORD that lists the file with a malformed hash.
     """
     site = Path(report.package_dir).parent
     rel = os.path.relpath(report.file, site)
-    found: dict[str, str] = {}
+    found: list[tuple[str, str]] = []
     for dist_info in sorted(site.glob("sglang-*.dist-info")):
         record = dist_info / "RECORD"
-        if file_kind(record) != "file":
+        kind = file_kind(record)
+        if kind == "missing":
             continue
-        text = record.read_text(encoding="utf-8", errors="replace")
-        for row in csv.reader(io.StringIO(text)):
-            if len(row) >= 2 and os.path.normpath(row[0]) == rel:
-                digest = _record_hex(row[1])
-                if digest:
-                    found[str(record)] = digest
-    if len(set(found.values())) > 1:
+        if kind != "file":
+            raise GateError(f"{record} is a {kind}, expected pip's RECORD file. Nothing was "
+                            "changed. Reinstall SGLang.")
+        for lineno, row in enumerate(_record_rows(record), start=1):
+            if row and os.path.normpath(row[0]) == rel:
+                found.append((str(record), _record_hex(record, lineno, row, report.version)))
+    if len({digest for _, digest in found}) > 1:
         raise GateError(
-            f"{len(found)} RECORD files list {report.file} with different sha256 "
-            f"({', '.join(f'{r}: {d}' for r, d in found.items())}): more than one SGLang is "
-            "installed over the other. Reinstall SGLang into a clean virtualenv."
+            f"{len(found)} RECORD rows list {report.file} with different sha256 "
+            f"({', '.join(f'{r}: {d}' for r, d in found)}): more than one SGLang is "
+            "installed over the other, or RECORD is corrupt. Reinstall SGLang into a clean virtualenv."
         )
     if not found:
         return None
-    record, digest = next(iter(found.items()))
+    record, digest = found[0]
     return Shipped(sha256=digest, record=record)
 
 
@@ -395,26 +469,6 @@ def state_file_for(state_dir: str | Path, gate_file: str | Path) -> Path:
     name = str(gate_file).strip("/").replace("/", "__")
     tag = hashlib.sha256(str(gate_file).encode("utf-8")).hexdigest()[:12]
     return Path(state_dir) / f"{name}.{tag}.json"
-
-
-def check_state_dir(state_dir: str | Path, state_file: Path) -> str:
-    """Refuse a state_dir that is not a directory; return why the log cannot be kept ('' if it can).
-
-    The log is only a log: something else at its path (a directory) stops the
-    log, never the edit or the rollback.
-    """
-    kind = file_kind(Path(state_dir))
-    if kind not in ("missing", "directory"):
-        raise GateError(
-            f"sglang_autotune_state_dir={state_dir} is a {kind}, expected a directory (or "
-            "nothing, it is created). Nothing was changed. Point sglang_autotune_state_dir "
-            "at a directory, or move that file away."
-        )
-    kind = file_kind(state_file)
-    if kind not in ("missing", "file"):
-        return (f" The log {state_file} is a {kind}, not a file: it is left alone and not "
-                "updated (it is only a log; remove it to get the log back).")
-    return ""
 
 
 def read_record(path: Optional[Path]) -> Optional[dict[str, Any]]:

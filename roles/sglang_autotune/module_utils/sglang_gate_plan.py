@@ -34,6 +34,7 @@ try:
         file_kind,
         regexp_matches,
         sha256_bytes,
+        shown,
     )
 except ImportError:  # pytest imports this file outside Ansible
     from sglang_gate import (
@@ -53,6 +54,31 @@ except ImportError:  # pytest imports this file outside Ansible
         file_kind,
         regexp_matches,
         sha256_bytes,
+        shown,
+    )
+
+
+# Where Ansible's argument spec (check_type_bool) and its `bool` filter read a
+# value alike. Anything else ('y', 't', 'n', 'f', ' true', 1.0, '') one of them
+# reads differently or refuses, so it is refused here, before any change.
+AUTOTUNE_TRUE = ("true", "yes", "on", "1")
+AUTOTUNE_FALSE = ("false", "no", "off", "0")
+
+
+def autotune_choice(value: Any, name: str = "sglang_autotune_enabled") -> bool:
+    """The one place a spelling of `autotune` becomes True or False; ValueError names what was found."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return value == 1
+    if isinstance(value, str) and value.lower() in AUTOTUNE_TRUE + AUTOTUNE_FALSE:
+        return value.lower() in AUTOTUNE_TRUE
+    raise ValueError(
+        f"{name} (from -e autotune=... unless set itself) is {value!r} ({type(value).__name__}). "
+        f"Accepted: true or false as a YAML/JSON boolean, 0 or 1, or one of "
+        f"{', '.join(AUTOTUNE_TRUE + AUTOTUNE_FALSE)} in any case, with nothing around it. "
+        "Ansible's argument spec and its bool filter read other spellings differently, so it is "
+        "refused before any change. Use e.g. -e autotune=true or -e autotune=false."
     )
 
 
@@ -117,10 +143,10 @@ def _absent_message(report: GateReport, shipped: Optional[Shipped]) -> str:
                 f"(sha256 {report.sha256}, shipped {shipped.sha256}): the entry was removed or "
                 f"the file edited since SGLang was installed. Nothing was changed. "
                 f"{_reinstall(version)}")
-    if _release(version) and _release(version) < (0, 5, 8):
+    if _release(version) and _release(version) < (0, 5, 7):
         return (f"{where} This version cannot autotune the {BACKEND} MoE backend (0.5.6 and "
                 f"older gate on attention backends behind --enable-flashinfer-autotune); use "
-                f"SGLang 0.5.8 or later.")
+                f"SGLang 0.5.7 or later.")
     origin = "the file is as shipped (RECORD agrees)" if shipped else "there is no RECORD to compare with"
     return (f"{where} The entry is gone from this version's gate; {origin}. This role has no "
             f"line to edit here: check how SGLang {version} decides on {BACKEND} autotune, and "
@@ -160,11 +186,11 @@ def plan_edit(report: GateReport, shipped: Optional[Shipped], record: Optional[d
                 f"one-line edit of its \"{BACKEND}\", entry: its sha256 is {report.sha256}, "
                 f"{shipped.record} names {shipped.sha256}, and with line {report.lineno} "
                 f"{'uncommented' if report.state == 'commented' else 're-commented'} it would be "
-                f"{sha256_bytes(toggled[line])}. So the file changed elsewhere since it was "
-                f"installed. RECORD holds only hashes: the first line that differs from the "
-                f"reconstructed shipped file is line {report.lineno} ({report.line.strip()!r}), "
-                f"and a difference on another line cannot be located from RECORD. Nothing was "
-                f"changed. {_reinstall(version)}"
+                f"{sha256_bytes(toggled[line])}. So the file changed since it was installed, "
+                f"by more than the comment of that entry: on another line, or on the entry line "
+                f"itself (now {shown(report.line)}; a TAB or other whitespace where SGLang has "
+                f"spaces counts). RECORD holds only hashes, so where cannot be located. Nothing "
+                f"was changed. {_reinstall(version)}"
             )
         shipped_state = "enabled" if report.state == "commented" else "commented"
         shipped_line = apply_edit(data, report.lineno, *back).split(b"\n")[report.lineno - 1].decode("utf-8")

@@ -73,6 +73,7 @@ summary:
   type: str
 """
 
+import importlib.util
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
@@ -104,11 +105,10 @@ def main() -> None:
         report = render_markdown(read)
     except ReportError as exc:
         module.fail_json(msg=f"{exc}. Nothing was written.")
-    try:
-        plot = render_plot(read)
-    except ImportError as exc:
-        module.fail_json(msg=f"matplotlib is missing on the controller ({exc}); "
-                         "pip install -r requirements.txt. Nothing was written.")
+    if importlib.util.find_spec("matplotlib") is None:
+        module.fail_json(msg="matplotlib is missing on the controller; pip install -r requirements.txt "
+                         "(scripts/dev.sh setup does). Nothing was written.")
+    plot = render_plot(read)
     target = Path(out)
     wanted = {target / "report.md": report.encode("utf-8"), target / "throughput.png": plot}
     problem = dir_problem(target, FILES)
