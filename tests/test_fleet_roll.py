@@ -3,15 +3,19 @@
 Four systemd Docker containers this test creates on its own Docker network
 (link-local 169.254.77.0/24): the gateway (sglang_router role, real smg 1.13.0
 from PyPI) and three replicas (sglang, sglang_autotune, sglang_server roles on
-real SGLang wheels whose launch_server.py is the stand-in of
-molecule/sglang_service/standin). A request loop runs through the gateway during
-the roll; a monitor counts the healthy workers the gateway lists.
+real SGLang wheels, slimmed to what the roles read, whose launch_server.py is
+the stand-in of molecule/sglang_service/standin). One module-scoped fleet serves both tests:
+deployed on 0.5.18, then rolled to 0.5.23 with fleet-r2 made to fail its
+upgrade (the roll stops there), then rolled again once the cause is gone (the
+re-run converges). A bounded request loop runs through the gateway during both
+rolls; a monitor counts the healthy workers the gateway lists.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,9 +32,11 @@ NET = "i15-fleet-test"
 SUBNET = "169.254.77.0/24"
 GATEWAY_IP = "169.254.77.10"
 REPLICAS = {f"fleet-r{i}": f"169.254.77.{10 + i}" for i in (1, 2, 3)}
+URLS = {name: f"http://{ip}:30000" for name, ip in REPLICAS.items()}
 GATEWAY = "fleet-gw"
 IMAGE = os.environ.get("MOLECULE_IMAGE", "local/debian12-systemd:latest")
-OLD, NEW = "0.5.18", "0.5.23"
+OLD, NEW = "0.5.18", "0.5.23"          # FlashInfer 0.6.17 and 0.7.2 (their pins)
+AUTOTUNE_SECONDS = 3                  # the stand-in's tuning time; a tenth with a usable cache
 SMG_WHEELS = ("smg-1.13.0-", "setproctitle-", "grpcio-", "grpcio_health_checking-", "pyyaml-", "protobuf-",
               "typing_extensions-", "uv-0.13.9-")
 
@@ -51,8 +57,7 @@ def start(name: str, ip: str) -> None:
 
 
 def teardown() -> None:
-    for name in [GATEWAY, *REPLICAS]:
-        docker("rm", "-f", name, check=False)
+    docker("rm", "-f", GATEWAY, *REPLICAS, check=False)
     docker("network", "rm", NET, check=False)
 
 
@@ -66,10 +71,12 @@ def inventory(tmp: Path) -> Path:
             "sglang_pip_extra_args": "--no-index --find-links /opt/sglang-wheels",
             "sglang_install_heavy_dependencies": False, "sglang_install_cuda_toolkit": False,
             "sglang_server_start": True, "sglang_server_ready_timeout": 60, "sglang_server_host": "0.0.0.0",
+            # TP 2: the hand-in must carry every rank's file (SGLang discards a set that disagrees).
             "sglang_server_tp_size": 2, "sglang_server_autotune_cache": "fleet", "sglang_server_gpu_sm": "sm120",
             "sglang_server_fleet_cache_dir": str(tmp / "fleet-cache"),
             "sglang_server_environment": {"SGLANG_STANDIN": "1", "SGLANG_CACHE_DIR": "/var/cache/sglang",
-                                          "STANDIN_AUTOTUNE_SECONDS": "4", "STANDIN_REQUEST_SECONDS": "0.05"}}},
+                                          "STANDIN_AUTOTUNE_SECONDS": str(AUTOTUNE_SECONDS),
+                                          "STANDIN_REQUEST_SECONDS": "0.05"}}},
         "sglang_gateway": {"hosts": {GATEWAY: {**common, "ansible_host": GATEWAY}}, "vars": {
             "sglang_router_pip_extra_args": "--no-index --find-links /opt/smg-wheels",
             "sglang_router_health_check_interval_secs": 1, "sglang_router_health_failure_threshold": 1,
@@ -80,22 +87,33 @@ def inventory(tmp: Path) -> Path:
     return path
 
 
-def play(inv: Path, playbook: str, *extra: str) -> tuple[subprocess.CompletedProcess, float]:
+def play(tmp: Path, playbook: str, *extra: str, log: str) -> tuple[subprocess.CompletedProcess, float]:
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0"}
     started = time.monotonic()
-    done = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv),
+    done = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(tmp / "inventory.json"),
                            str(REPO / "playbooks" / playbook), *extra],
                           capture_output=True, text=True, env=env, cwd=REPO)
+    (tmp / f"{log}.log").write_text(done.stdout + done.stderr)
     return done, time.monotonic() - started
 
 
+def workers() -> list[dict]:
+    with urllib.request.urlopen(f"http://{GATEWAY_IP}:30000/workers", timeout=5) as answer:
+        return json.load(answer)["workers"]
+
+
+def healthy_urls() -> set[str]:
+    return {w["url"] for w in workers() if w["is_healthy"]}
+
+
 class Traffic:
-    """A bounded request loop through the gateway, and a count of its healthy workers."""
+    """A bounded request loop through the gateway, and a watch on its healthy workers."""
 
     def __init__(self) -> None:
         self.served = self.failed = 0
         self.errors: list[str] = []
-        self.min_healthy = 99
+        self.min_healthy = len(REPLICAS)
+        self.out_seconds = {url: 0.0 for url in URLS.values()}   # time each was not healthy in the gateway
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self.requests, args=(route,), daemon=True)
                         for route in ("/v1/completions", "/v1/chat/completions")]
@@ -116,26 +134,28 @@ class Traffic:
                 self.errors.append(f"{route}: {exc}")
 
     def monitor(self) -> None:
+        last = time.monotonic()
         while not self.stop.is_set():
-            with urllib.request.urlopen(f"http://{GATEWAY_IP}:30000/workers", timeout=5) as answer:
-                workers = json.load(answer)["workers"]
-            self.min_healthy = min(self.min_healthy, sum(1 for w in workers if w["is_healthy"]))
+            healthy = healthy_urls()
+            now = time.monotonic()
+            for url in self.out_seconds:
+                if url not in healthy:
+                    self.out_seconds[url] += now - last
+            last = now
+            self.min_healthy = min(self.min_healthy, len(healthy))
             time.sleep(0.2)
 
     def __enter__(self) -> "Traffic":
         for thread in self.threads:
             thread.start()
+        time.sleep(0.5)
         return self
 
     def __exit__(self, *_: object) -> None:
+        time.sleep(0.5)
         self.stop.set()
         for thread in self.threads:
             thread.join(timeout=15)
-
-
-def healthy_urls() -> set[str]:
-    with urllib.request.urlopen(f"http://{GATEWAY_IP}:30000/workers", timeout=5) as answer:
-        return {w["url"] for w in json.load(answer)["workers"] if w["is_healthy"]}
 
 
 def current_version(name: str) -> str:
@@ -143,8 +163,20 @@ def current_version(name: str) -> str:
     return json.loads(out)["resolved"]["sglang"]
 
 
-def journal(name: str) -> str:
-    return docker("exec", name, "journalctl", "-u", "sglang", "--no-pager", "-o", "cat").stdout
+def last_start(name: str) -> str:
+    """The journal of the unit's latest start."""
+    text = docker("exec", name, "journalctl", "-u", "sglang", "--no-pager", "-o", "cat").stdout
+    return text.split("stand-in launch_server: SGLang ")[-1]
+
+
+def ready_seconds(name: str) -> float:
+    return float(re.search(r"stand-in: ready ([\d.]+) s after start", last_start(name)).group(1))
+
+
+def host_lines(stdout: str, host: str, task: str) -> str:
+    """What the play printed for one host under the task named task."""
+    found = re.findall(rf"TASK \[[^\]]*{re.escape(task)}[^\]]*\][^\n]*\n(.*?)(?=\nTASK |\nPLAY )", stdout, re.S)
+    return " ".join(" ".join(block for block in found if f"[{host}]" in block).split())
 
 
 @pytest.fixture(scope="module")
@@ -153,13 +185,12 @@ def fleet(tmp_path_factory: pytest.TempPathFactory):
     teardown()
     docker("network", "create", "--subnet", SUBNET, NET)
     try:
-        start(GATEWAY, GATEWAY_IP)
-        for name, ip in REPLICAS.items():
+        for name, ip in {GATEWAY: GATEWAY_IP, **REPLICAS}.items():
             start(name, ip)
         wheels = tmp / "wheels"
         for version in (OLD, NEW):
             subprocess.run([sys.executable, str(REPO / "molecule/sglang_service/standin/make_wheel.py"),
-                            str(sglang_wheel(version)), str(wheels)], check=True, capture_output=True)
+                            str(sglang_wheel(version)), str(wheels), "--slim"], check=True, capture_output=True)
         shutil.copy(next(wheel_cache().glob("uv-0.13.9-*.whl")), wheels)
         smg = tmp / "smg-wheels"
         smg.mkdir()
@@ -170,58 +201,92 @@ def fleet(tmp_path_factory: pytest.TempPathFactory):
         for name in REPLICAS:
             docker("cp", str(wheels), f"{name}:/opt/sglang-wheels")
         docker("cp", str(smg), f"{GATEWAY}:/opt/smg-wheels")
-        inv = inventory(tmp)
-        done, seconds = play(inv, "fleet.yml")
+        inventory(tmp)
+        done, seconds = play(tmp, "fleet.yml", log="deploy")
         assert done.returncode == 0, done.stdout[-4000:]
-        yield {"inv": inv, "tmp": tmp, "deploy_seconds": seconds, "wheels": wheels}
+        assert healthy_urls() == set(URLS.values())
+        yield {"tmp": tmp, "deploy_seconds": seconds}
     finally:
-        teardown()
+        if not os.environ.get("FLEET_KEEP"):
+            teardown()
 
 
-def test_roll_serves_every_request_and_shares_the_cache(fleet, record_property):
-    assert healthy_urls() == {f"http://{ip}:30000" for ip in REPLICAS.values()}
+@pytest.fixture(scope="module")
+def failed_roll(fleet):
+    """Roll to NEW with fleet-r2's wheels gone: its install fails, the roll stops there."""
+    docker("exec", "fleet-r2", "mv", "/opt/sglang-wheels", "/opt/sglang-wheels.away")
+    try:
+        with Traffic() as traffic:
+            done, seconds = play(fleet["tmp"], "rolling_upgrade.yml", "-e", f"sglang_version={NEW}", log="roll-failed")
+        state = {"versions": {name: current_version(name) for name in REPLICAS}, "healthy": healthy_urls(),
+                 "listed": {w["url"] for w in workers()}}
+        with urllib.request.urlopen(f"{URLS['fleet-r2']}/health", timeout=5) as answer:
+            state["r2_serves_directly"] = answer.status == 200
+    finally:
+        docker("exec", "fleet-r2", "mv", "/opt/sglang-wheels.away", "/opt/sglang-wheels")
+    return {"done": done, "seconds": seconds, "traffic": traffic, "state": state,
+            "r1_ready": ready_seconds("fleet-r1")}
+
+
+@pytest.fixture(scope="module")
+def rerun(fleet, failed_roll):
+    """The same roll again, the cause fixed: it converges."""
     with Traffic() as traffic:
-        time.sleep(1)
-        done, seconds = play(fleet["inv"], "rolling_upgrade.yml", "-e", f"sglang_version={NEW}")
-        time.sleep(1)
+        done, seconds = play(fleet["tmp"], "rolling_upgrade.yml", "-e", f"sglang_version={NEW}", log="roll-rerun")
+    return {"done": done, "seconds": seconds, "traffic": traffic}
+
+
+def test_a_failed_upgrade_stops_the_roll_and_the_rest_serve(failed_roll, fleet):
+    done, traffic, state = failed_roll["done"], failed_roll["traffic"], failed_roll["state"]
+    assert done.returncode != 0
+    assert "The roll stopped at fleet-r2" in done.stdout, done.stdout[-3000:]
+    assert "fleet-r3" not in re.findall(r"TASK \[Upgrade the replica\].*?(?=TASK )", done.stdout, re.S)[-1]
+    assert traffic.failed == 0, traffic.errors[:5]
+    assert traffic.served > 20
+    assert traffic.min_healthy >= len(REPLICAS) - 1
+    assert state["versions"] == {"fleet-r1": NEW, "fleet-r2": OLD, "fleet-r3": OLD}
+    # fleet-r2 stays out of the gateway, on its previous install, still up; the others serve.
+    assert state["healthy"] == state["listed"] == {URLS["fleet-r1"], URLS["fleet-r3"]}
+    assert state["r2_serves_directly"]
+    # fleet-r1 tuned FlashInfer 0.7.2 (0.5.23's pin) from scratch although the fleet held
+    # 0.5.18's FlashInfer 0.6.17 cache: never pushed across a FlashInfer version.
+    cache = fleet["tmp"] / "fleet-cache"
+    assert list(cache.glob("0.6.17/sm120/*/rank_tp*_pp0_dp0.json"))
+    assert "the fleet has no cache for this pair yet" in host_lines(done.stdout, "fleet-r1", "Say what the fleet's cache")
+    assert "FlashInfer 0.7.2" in host_lines(done.stdout, "fleet-r1", "Say what the fleet's cache")
+    assert "autotune tuned and wrote the cache" in last_start("fleet-r1")
+    handed = sorted(p.name for p in cache.glob("0.7.2/sm120/*/*.json"))
+    assert handed == ["rank_tp0_pp0_dp0.json", "rank_tp1_pp0_dp0.json"]   # every rank of fleet-r1's start
+
+
+def test_a_rerun_converges_and_shares_the_cache(rerun, failed_roll, fleet, record_property):
+    done, traffic = rerun["done"], rerun["traffic"]
     assert done.returncode == 0, done.stdout[-4000:]
-    figures = {"roll_seconds": round(seconds, 1), "per_replica": round(seconds / 3, 1),
-               "served": traffic.served, "failed": traffic.failed, "min_healthy": traffic.min_healthy}
-    print("FLEET FIGURES", json.dumps(figures))
-    record_property("fleet", figures)
     assert traffic.failed == 0, traffic.errors[:5]
     assert traffic.served > 50
     assert traffic.min_healthy >= len(REPLICAS) - 1
+    # fleet-r2, out of the gateway after the failed roll, went first.
+    assert done.stdout.index("[fleet-r2]") < done.stdout.index("[fleet-r1]") < done.stdout.index("[fleet-r3]")
     assert {name: current_version(name) for name in REPLICAS} == {name: NEW for name in REPLICAS}
-    assert healthy_urls() == {f"http://{ip}:30000" for ip in REPLICAS.values()}
-    # The first replica tuned FlashInfer 0.7.2 (0.5.23's pin) and handed it in; the others reused it.
-    cache = fleet["tmp"] / "fleet-cache"
-    assert sorted(p.relative_to(cache).parts[:2] for p in cache.rglob("*.json"))[-1] == ("0.7.2", "sm120")
-    assert "autotune tuned and wrote the cache" in journal("fleet-r1").split("SGLang 0.5.23 starting")[-1]
+    assert healthy_urls() == {w["url"] for w in workers()} == set(URLS.values())
+    # fleet-r1's cache was pushed to fleet-r2 and fleet-r3, owned by the service user, and used.
     for name in ("fleet-r2", "fleet-r3"):
-        last = journal(name).split("SGLang 0.5.23 starting")[-1]
-        assert "autotune reused the cache" in last, last[-2000:]
+        assert "pushing" in host_lines(done.stdout, name, "Say what the fleet's cache")
+        journal = last_start(name)
+        assert "Running FlashInfer autotune with cache: /var/cache/sglang/flashinfer/autotune/0.7.2/sm120/" in journal
+        assert "autotune reused the cache" in journal, journal[-2000:]
         owner = docker("exec", name, "sh", "-c", "stat -c %U /var/cache/sglang/flashinfer/autotune/0.7.2/sm120/*/*.json")
         assert set(owner.stdout.split()) == {"sglang"}
-    # Never across a FlashInfer version: 0.5.18's 0.6.17 cache was tuned per replica, not pushed.
-    assert not list(cache.glob("0.6.17/*/*/*.json")) or all(
-        "autotune tuned" in journal(n).split("SGLang 0.5.23 starting")[0] for n in REPLICAS)
-
-
-def test_failed_upgrade_stops_the_roll_and_a_rerun_converges(fleet):
-    docker("exec", "fleet-r2", "mv", "/opt/sglang-wheels", "/opt/sglang-wheels.away")
-    with Traffic() as traffic:
-        done, _ = play(fleet["inv"], "rolling_upgrade.yml", "-e", f"sglang_version={OLD}")
-        time.sleep(1)
-    assert done.returncode != 0
-    assert "The roll stopped at fleet-r2" in done.stdout, done.stdout[-3000:]
-    assert traffic.failed == 0, traffic.errors[:5]
-    assert current_version("fleet-r1") == OLD
-    assert current_version("fleet-r2") == NEW   # its previous install, still serving it
-    assert current_version("fleet-r3") == NEW   # never touched
-    assert healthy_urls() == {f"http://{REPLICAS['fleet-r1']}:30000", f"http://{REPLICAS['fleet-r3']}:30000"}
-    docker("exec", "fleet-r2", "mv", "/opt/sglang-wheels.away", "/opt/sglang-wheels")
-    done, _ = play(fleet["inv"], "rolling_upgrade.yml", "-e", f"sglang_version={OLD}")
-    assert done.returncode == 0, done.stdout[-4000:]
-    assert {name: current_version(name) for name in REPLICAS} == {name: OLD for name in REPLICAS}
-    assert healthy_urls() == {f"http://{ip}:30000" for ip in REPLICAS.values()}
+    without = failed_roll["r1_ready"]
+    with_cache = {name: ready_seconds(name) for name in ("fleet-r2", "fleet-r3")}
+    assert all(seconds < without for seconds in with_cache.values()), (without, with_cache)
+    figures = {"deploy_seconds": round(fleet["deploy_seconds"], 1),
+               "failed_roll_seconds": round(failed_roll["seconds"], 1),
+               "rerun_seconds": round(rerun["seconds"], 1),
+               "served": traffic.served + failed_roll["traffic"].served,
+               "failed": traffic.failed + failed_roll["traffic"].failed,
+               "min_healthy": min(traffic.min_healthy, failed_roll["traffic"].min_healthy),
+               "out_of_gateway_seconds_rerun": {u.split("//")[1]: round(s, 1) for u, s in traffic.out_seconds.items()},
+               "ready_seconds_without_cache": without, "ready_seconds_with_cache": with_cache}
+    print("FLEET FIGURES", json.dumps(figures))
+    record_property("fleet", figures)

@@ -24,7 +24,9 @@ as SGLang does. When autotune runs it writes an autotune cache file where
 SGLang 0.5.16+ would ($SGLANG_CACHE_DIR/flashinfer/autotune/<flashinfer
 version>/<sm>/<key>/rank_tp<r>_pp0_dp0.json; the FlashInfer version is the
 one the installed SGLang pins, the SM is STANDIN_SM or sm120), and takes
-STANDIN_AUTOTUNE_SECONDS (default 0) to tune, a tenth of that with a cache.
+STANDIN_AUTOTUNE_SECONDS (default 0) to tune, a tenth of that with a cache
+whose rank files all agree (SGLang discards a set that disagrees, one rank's
+file missing included). It logs "stand-in: ready N s after start".
 
 Failure behaviours for the tests, read from /etc/sglang-standin/mode at start:
   never_ready   serve, but answer 503 on the health endpoints forever
@@ -53,6 +55,7 @@ GATE_FILES = (
 )
 GATE_FUNCTIONS = ("should_run_flashinfer_autotune", "_should_run_flashinfer_autotune")
 PACKAGE = Path(__file__).resolve().parent
+STARTED = time.monotonic()
 
 
 def log(message, rank=None):
@@ -112,17 +115,35 @@ def autotune_cache_path(args, rank):
 
 
 def run_autotune(args, mode):
-    """Log as SGLang does, wait like a tuning run (shorter with a cache), write the cache."""
+    """Log as SGLang does, wait like a tuning run (shorter with a usable cache), save the cache.
+
+    As SGLang 0.5.16+ (flashinfer_autotune_context): with the cache on, the ranks
+    compare their files first and, when they differ (one missing included),
+    discard them all and tune from scratch; the tactics are saved after, every
+    rank the same.
+    """
     paths = [autotune_cache_path(args, rank) for rank in range(args.tp_size)]
-    cached = all(path.is_file() for path in paths) and os.environ.get("SGLANG_FLASHINFER_AUTOTUNE_CACHE", "1") != "0"
+    reuse = os.environ.get("SGLANG_FLASHINFER_AUTOTUNE_CACHE", "1") != "0"
+    contents = {path.read_text(encoding="utf-8") if path.is_file() else "" for path in paths}
+    cached = reuse and len(contents) == 1 and "" not in contents
+    if reuse and len(contents) > 1:
+        log("FlashInfer autotune: per-rank caches disagree, discarding them and tuning from scratch "
+            "so all ranks agree on the tactics.")
+        for path in paths:
+            path.unlink(missing_ok=True)
     for rank, path in enumerate(paths):
-        log(f"Running FlashInfer autotune with cache: {path}", rank)
+        if reuse:
+            log(f"Running FlashInfer autotune with cache: {path}", rank)
+        else:
+            log("Running FlashInfer autotune (cache reuse DISABLED via SGLANG_FLASHINFER_AUTOTUNE_CACHE=0); "
+                f"writing fresh result to: {path.parent / 'runs' / path.name}", rank)
     seconds = float(os.environ.get("STANDIN_AUTOTUNE_SECONDS", "0"))
     time.sleep(seconds / 10 if cached else seconds)
+    tactics = contents.pop() if cached else json.dumps({"stand-in": True, "tactics": {}}) + "\n"
     for path in paths:
-        if not cached:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"stand-in": True, "tactics": {}}) + "\n", encoding="utf-8")
+        target = path if reuse else path.parent / "runs" / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(tactics, encoding="utf-8")
     log(f"stand-in: autotune {'reused the cache' if cached else 'tuned and wrote the cache'}")
     completed = args.tp_size - 1 if mode == "short" else args.tp_size
     for rank in range(completed):
@@ -270,6 +291,7 @@ def main():
 
     signal.signal(signal.SIGTERM, drain)
     if state["ready"]:
+        log(f"stand-in: ready {time.monotonic() - STARTED:.2f} s after start")
         log("The server is fired up and ready to roll!")
     server.serve_forever()
 
