@@ -69,6 +69,23 @@ def test_replica_address_and_port_come_from_host_vars(hostvars, expected):
     assert (found["address"], found["port"]) == expected
 
 
+@pytest.mark.parametrize("hostvars, groups, workers", [
+    # the inventory: a replica over two nodes (group pair) and a one-node replica
+    ({"a": {"sglang_server_nnodes": 2, "sglang_server_node_group": "pair"},
+      "b": {"sglang_server_nnodes": 2, "sglang_server_node_group": "pair"}, "c": {}}, {"pair": ["a", "b"]}, ["a", "c"]),
+    ({"a": {"sglang_server_nnodes": 2, "sglang_server_node_group": "pair"},
+      "b": {"sglang_server_nnodes": 2, "sglang_server_node_group": "pair"}, "c": {}}, {"pair": ["b", "a"]}, ["b", "c"]),
+    # an explicit rank, and what the server role published (it wins)
+    ({"a": {"sglang_server_nnodes": 2, "sglang_server_node_rank": 1},
+      "b": {"sglang_server_nnodes": 2, "sglang_server_node_rank": 0}, "c": {}}, {}, ["b", "c"]),
+    ({"a": {"sglang_server_effective": {"node_rank": 1, "host": "0.0.0.0", "port": 30000}},
+      "b": {"sglang_server_effective": {"node_rank": 0, "host": "0.0.0.0", "port": 30000}}, "c": {}}, {}, ["b", "c"]),
+])
+def test_a_multi_node_replica_is_one_worker_its_rank_0(hostvars, groups, workers):
+    found = router.replicas_from(["a", "b", "c"], {h: {"ansible_host": h, **v} for h, v in hostvars.items()}, groups)
+    assert [r["name"] for r in found] == workers
+
+
 def settings(**over):
     base = {"sglang_router_replicas": [rep("a")], "sglang_router_host": "0.0.0.0", "sglang_router_port": 30000,
             "sglang_router_policy": "cache_aware", "sglang_router_metrics_host": "127.0.0.1",

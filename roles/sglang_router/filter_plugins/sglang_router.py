@@ -16,16 +16,35 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$")
 
 
-def replicas_from(hostnames: list[str], hostvars: Mapping[str, Any]) -> list[dict[str, Any]]:
+def node_rank(name: str, hv: Mapping[str, Any], groups: Mapping[str, list[str]]) -> int:
+    """The host's node rank in a multi-node replica (0 on one node), as the sglang_server role decides it:
+    its published sglang_server_effective, else sglang_server_node_rank, else its place in
+    sglang_server_node_group."""
+    effective = hv.get("sglang_server_effective") or {}
+    if "node_rank" in effective:
+        return int(effective["node_rank"])
+    if int(hv.get("sglang_server_nnodes", 1) or 1) <= 1:
+        return 0
+    if "sglang_server_node_rank" in hv:
+        return int(hv["sglang_server_node_rank"])
+    members = list(groups.get(str(hv.get("sglang_server_node_group", "")), []))
+    return members.index(name) if name in members else 0
+
+
+def replicas_from(hostnames: list[str], hostvars: Mapping[str, Any],
+                  groups: Mapping[str, list[str]] | None = None) -> list[dict[str, Any]]:
     """Each replica's name, address and port, from its host vars.
 
     The address: sglang_router_worker_address, else the address its server listens on
     (sglang_server_effective.host, when not a wildcard), else ansible_host. The port:
     sglang_server_effective.port, else sglang_server_port, else SGLang's 30000.
+    A multi-node replica is one worker: its node of rank 0, the one that serves the API.
     """
     replicas = []
     for name in hostnames:
         hv = hostvars[name]
+        if node_rank(str(name), hv, groups or {}) > 0:
+            continue
         effective = hv.get("sglang_server_effective") or {}
         listen = str(effective.get("host", "") or "")
         address = hv.get("sglang_router_worker_address") or (listen if listen not in WILDCARDS else "") \
@@ -174,7 +193,7 @@ def _checked(settings: Mapping[str, Any]) -> list[str]:
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
-            "sglang_router_replicas_from": lambda hosts, hostvars: replicas_from(list(hosts), hostvars),
+            "sglang_router_replicas_from": lambda hosts, hostvars, groups=None: replicas_from(list(hosts), hostvars, groups),
             "sglang_router_problems": _checked,
             "sglang_router_flags": router_flags,
             "sglang_router_worker_url": worker_url,
