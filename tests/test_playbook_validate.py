@@ -216,7 +216,8 @@ def test_later_tasks_read_the_effective_values_only():
         # no re-deriving from -e autotune: the variable, piped or printed, is not read here
         assert not re.search(r"(?<![\w.])autotune\s*(\||}}|\)|is\b|==)", text), path
     prove = (ROLE / "tasks" / "prove.yml").read_text()
-    assert "sglang_server_effective.ready_url" in prove and "sglang_server_effective.tp_size" in prove
+    # the ranks of this node: tp-size on one node, tp-size / nnodes on each node of a multi-node replica
+    assert "sglang_server_effective.ready_url" in prove and "sglang_server_effective.local_tp_size" in prove
     assert "sglang_autotune_result.enabled)" in prove
 
 

@@ -37,6 +37,30 @@ def autotune_evidence(journal: str, tp_size: int, expected: bool) -> dict[str, A
     return {"ok": ok, "running": running, "completed": completed, "skipped_tactics": skipped, "message": message}
 
 
+CACHE_LINE = re.compile(r"Running FlashInfer autotune with cache: (\S+)")
+
+
+def autotune_cache_source(journal: str, cache_dir: str) -> dict[str, Any]:
+    """Where this start's tuned tactics are, from its own journal line (SGLang 0.5.16+).
+
+    SGLang's path is <cache_dir>/flashinfer/autotune/<flashinfer version>/<sm>/<key>/<rank>.json;
+    the FlashInfer version and the SM come from the path, never from elsewhere. Empty
+    fields when the journal has no such line or the path lies outside cache_dir.
+    """
+    root = cache_dir.rstrip("/") + "/flashinfer/autotune/"
+    for match in CACHE_LINE.finditer(journal):
+        path = match.group(1)
+        if not path.startswith(root):
+            continue
+        parts = path[len(root):].split("/")
+        if len(parts) == 4 and all(part and part not in (".", "..") for part in parts):
+            flashinfer, sm, key, _ = parts
+            return {"found": True, "flashinfer": flashinfer, "sm": sm, "key": key,
+                    "dir": root + "/".join(parts[:3])}
+    return {"found": False, "flashinfer": "", "sm": "", "key": "", "dir": ""}
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"sglang_autotune_evidence": autotune_evidence}
+        return {"sglang_autotune_evidence": autotune_evidence,
+                "sglang_autotune_cache_source": autotune_cache_source}

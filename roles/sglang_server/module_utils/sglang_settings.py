@@ -21,6 +21,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+import sglang_multinode
 from sglang_unit import UnitError, control_problems, env_lines, program_problem
 
 FLAG_SOURCES = ("sglang_server_profile", "sglang_autotune_server_args", "sglang_server_extra_flags")
@@ -306,11 +307,14 @@ def server_problems(settings: Mapping[str, Any]) -> list[str]:
     """
     plain = {k: v for k, v in settings.items() if k not in FLAG_SOURCES}
     problems = control_problems(plain) + _variable_problems(settings)
+    merged = Merged()
     if any(source in settings for source in FLAG_SOURCES):
         merged = merge_flags([(s, settings.get(s)) for s in FLAG_SOURCES])
         problems += merged.problems
         if not merged.problems:
             problems += fact_problems(settings, merged) + secret_flag_problems(merged)
+    if not merged.problems:
+        problems += sglang_multinode.problems(settings, merged.flags, merged.origin)
     return list(dict.fromkeys(problems))
 
 
@@ -329,14 +333,22 @@ def effective(settings: Mapping[str, Any]) -> dict[str, Any]:
     if problems:
         raise SettingsError(problems)
     flags = merge_flags([(s, settings.get(s)) for s in FLAG_SOURCES]).flags
+    flags.update(sglang_multinode.node_flags(settings))
     host, port = str(flags["host"]), int(flags["port"])
+    nnodes = int(flags.get("nnodes", 1))
     return {
         "flags": flags,
         "host": host,
         "port": port,
         "tp_size": int(flags["tp-size"]),
+        # Ranks on this node: what its journal shows (tp-size alone on one node).
+        "local_tp_size": int(flags["tp-size"]) * int(flags.get("pp-size", 1)) // nnodes,
+        "nnodes": nnodes,
+        "node_rank": int(flags.get("node-rank", 0)),
         "model_path": flags["model-path"],
         "ready_url": f"http://{url_host(host)}:{port}{settings.get('sglang_server_ready_path')}",
+        "environment": {**(settings.get("sglang_server_environment") or {}),
+                        **sglang_multinode.nccl_environment(settings)},
     }
 
 

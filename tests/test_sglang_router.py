@@ -1,0 +1,226 @@
+"""sglang_router's logic: replicas from the inventory, settings and flags checked, bad input refused."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, tree_digest, wheel_cache
+
+ROLE = REPO / "roles" / "sglang_router"
+
+
+def load(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem + "_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+router = load(ROLE / "filter_plugins" / "sglang_router.py")
+flags_mod = load(ROLE / "module_utils" / "sglang_router_flags.py")
+journal = load(REPO / "roles" / "sglang_server" / "filter_plugins" / "sglang_journal.py")
+target = load(REPO / "roles" / "sglang_server" / "module_utils" / "sglang_cache_target.py")
+
+
+def rep(name, address="169.254.1.1", port=30000):
+    return {"name": name, "address": address, "port": port}
+
+
+@pytest.mark.parametrize("replicas, expected", [
+    ([rep("a", "")], "replica a has no address: set sglang_router_worker_address"),
+    ([rep("a"), rep("b")], "replicas a and b are the same worker 169.254.1.1:30000"),
+    ([rep("a", "HOST.example"), rep("b", "host.example")], "replicas a and b are the same worker"),
+    ([rep("a"), rep("a", "169.254.1.2")], "replica a is listed twice"),
+    ([rep("a", port=0)], "replica a's port 0 is out of range (expected 1-65535)"),
+    ([rep("a", port=65536)], "replica a's port 65536 is out of range"),
+    ([rep("a", port=-1)], "replica a's port -1 is out of range"),
+    ([rep("a", port="http")], "replica a's port 'http' is not a number"),
+    ([rep("a", "http://x")], "replica a's address 'http://x' is not an IP address or a host name"),
+    ([], "no replicas"),
+])
+def test_bad_replicas_are_named(replicas, expected):
+    problems = router.replica_problems(replicas)
+    assert any(expected in p for p in problems), problems
+
+
+def test_good_replicas_give_worker_urls():
+    replicas = [rep("a"), rep("b", "169.254.1.2", 30001), rep("c", "fe80::1", 30000), rep("d", "node4")]
+    assert router.replica_problems(replicas) == []
+    assert [router.worker_url(r) for r in replicas] == [
+        "http://169.254.1.1:30000", "http://169.254.1.2:30001", "http://[fe80::1]:30000", "http://node4:30000"]
+
+
+@pytest.mark.parametrize("hostvars, expected", [
+    ({"sglang_router_worker_address": "169.254.9.9", "sglang_server_port": 31000}, ("169.254.9.9", 31000)),
+    ({"sglang_server_effective": {"host": "169.254.3.3", "port": 30002}}, ("169.254.3.3", 30002)),
+    ({"sglang_server_effective": {"host": "0.0.0.0", "port": 30000}, "ansible_host": "n1"}, ("n1", 30000)),
+    ({"ansible_host": "n2"}, ("n2", 30000)),
+    ({}, ("", 30000)),
+])
+def test_replica_address_and_port_come_from_host_vars(hostvars, expected):
+    (found,) = router.replicas_from(["r"], {"r": hostvars})
+    assert (found["address"], found["port"]) == expected
+
+
+@pytest.mark.parametrize("hostvars, groups, workers", [
+    # the inventory: a replica over two nodes (group pair) and a one-node replica
+    ({"a": {"sglang_server_nnodes": 2, "sglang_server_node_group": "pair"},
+      "b": {"sglang_server_nnodes": 2, "sglang_server_node_group": "pair"}, "c": {}}, {"pair": ["a", "b"]}, ["a", "c"]),
+    ({"a": {"sglang_server_nnodes": 2, "sglang_server_node_group": "pair"},
+      "b": {"sglang_server_nnodes": 2, "sglang_server_node_group": "pair"}, "c": {}}, {"pair": ["b", "a"]}, ["b", "c"]),
+    # an explicit rank, and what the server role published (it wins)
+    ({"a": {"sglang_server_nnodes": 2, "sglang_server_node_rank": 1},
+      "b": {"sglang_server_nnodes": 2, "sglang_server_node_rank": 0}, "c": {}}, {}, ["b", "c"]),
+    ({"a": {"sglang_server_effective": {"node_rank": 1, "host": "0.0.0.0", "port": 30000}},
+      "b": {"sglang_server_effective": {"node_rank": 0, "host": "0.0.0.0", "port": 30000}}, "c": {}}, {}, ["b", "c"]),
+])
+def test_a_multi_node_replica_is_one_worker_its_rank_0(hostvars, groups, workers):
+    found = router.replicas_from(["a", "b", "c"], {h: {"ansible_host": h, **v} for h, v in hostvars.items()}, groups)
+    assert [r["name"] for r in found] == workers
+
+
+def settings(**over):
+    base = {"sglang_router_replicas": [rep("a")], "sglang_router_host": "0.0.0.0", "sglang_router_port": 30000,
+            "sglang_router_policy": "cache_aware", "sglang_router_metrics_host": "127.0.0.1",
+            "sglang_router_metrics_port": 29000, "sglang_router_health_check_endpoint": "/health",
+            "sglang_router_health_check_interval_secs": 10, "sglang_router_health_check_timeout_secs": 5,
+            "sglang_router_health_failure_threshold": 3, "sglang_router_health_success_threshold": 2,
+            "sglang_router_extra_flags": {}}
+    base.update(over)
+    return base
+
+
+@pytest.mark.parametrize("over, expected", [
+    ({"sglang_router_port": 70000}, "sglang_router_port is 70000: expected a port 1-65535"),
+    ({"sglang_router_metrics_port": 30000}, "the metrics need their own port"),
+    ({"sglang_router_health_check_endpoint": "health"}, "expected a path starting with /"),
+    ({"sglang_router_extra_flags": {"api-key": "x"}}, "use sglang_router_api_key"),
+    ({"sglang_router_extra_flags": {"worker-urls": ["x"]}}, "use the inventory"),
+    ({"sglang_router_extra_flags": {"log-dir": "a\nb"}}, "contains a control character"),
+])
+def test_bad_settings_are_named(over, expected):
+    problems = router.settings_problems(settings(**over))
+    assert any(expected in p for p in problems), problems
+
+
+def test_unit_words_are_quoted_for_systemd():
+    line = router.systemd_exec_start(["launch", "--log-dir", "/x/100%$HOME", "--api-key", "${SGLANG_ROUTER_API_KEY}"],
+                                     "/opt/sglang-router/current/bin/smg")
+    assert line == ('"/opt/sglang-router/current/bin/smg" "launch" "--log-dir" "/x/100%%$$HOME" "--api-key" '
+                    "${SGLANG_ROUTER_API_KEY}")
+    assert router.env_text({"K": 'a"$b\\`'}) == 'K="a\\"\\$b\\\\\\`"\n'
+
+
+@pytest.fixture(scope="module")
+def smg_python(tmp_path_factory) -> Path:
+    """smg 1.13.0 from the wheel cache in a fresh uv venv (the installer the role uses)."""
+    wheels = wheel_cache()
+    if not list(wheels.glob("smg-1.13.0-*.whl")):
+        pytest.skip(f"no smg wheel in {wheels}: pip download --dest {wheels} smg==1.13.0")
+    tmp = tmp_path_factory.mktemp("smg")
+    subprocess.run([sys.executable, "-m", "venv", tmp / "uv"], check=True)
+    subprocess.run([tmp / "uv/bin/pip", "install", "-q", "--no-index", "--find-links", wheels, "uv==0.13.9"], check=True)
+    subprocess.run([tmp / "uv/bin/uv", "venv", "-q", tmp / "smg"], check=True)
+    subprocess.run([tmp / "uv/bin/uv", "pip", "install", "-q", "--python", tmp / "smg/bin/python", "--no-index",
+                    "--find-links", wheels, "smg==1.13.0"], check=True)
+    return tmp / "smg/bin/python"
+
+
+def smg_spec(python: Path, argv: list[str] | None = None) -> dict:
+    out = subprocess.run([python, "-c", flags_mod.SPEC_SCRIPT], input=json.dumps(argv or []),
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def test_flags_resolve_against_the_installed_smg(smg_python):
+    spec = smg_spec(smg_python)
+    assert spec["version"] == "1.13.0"
+    flags = router.router_flags(settings(sglang_router_replicas=[rep("a"), rep("b", "169.254.1.2")]))
+    argv, problems = flags_mod.check_flags(spec, flags, {"api-key": "SGLANG_ROUTER_API_KEY"})
+    assert problems == []
+    assert argv[argv.index("--worker-urls") + 1:argv.index("--worker-urls") + 3] == [
+        "http://169.254.1.1:30000", "http://169.254.1.2:30000"]
+    assert argv[-2:] == ["--api-key", "${SGLANG_ROUTER_API_KEY}"]
+    assert smg_spec(smg_python, [a if not a.startswith("${") else "k" for a in argv])["error"] == ""
+
+
+@pytest.mark.parametrize("flags, expected", [
+    ({"policy": "fastest"}, "--policy 'fastest' is not one of smg 1.13.0's choices: random, round_robin"),
+    ({"helth-check-endpoint": "/h"}, "did you mean --health-check-endpoint"),
+    ({"disable-retries": "yes"}, "--disable-retries is a switch in smg 1.13.0"),
+    ({"port": True}, "--port needs a value"),
+    ({"port": [1, 2]}, "--port takes one value"),
+])
+def test_bad_flags_are_named(smg_python, flags, expected):
+    _, problems = flags_mod.check_flags(smg_spec(smg_python), flags, {})
+    assert any(expected in p for p in problems), problems
+
+
+def test_smgs_own_parser_judges_values(smg_python):
+    assert "invalid int value: 'abc'" in smg_spec(smg_python, ["--port", "abc"])["error"]
+
+
+def run_role(tmp_path: Path, hostvars: dict, gateway_vars: dict) -> subprocess.CompletedProcess:
+    gateway = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+               "sglang_router_root": str(tmp_path / "root"), **gateway_vars}
+    inv = {"all": {"children": {"sglang_gateway": {"hosts": {"gw": gateway}},
+                                "sglang_containers": {"hosts": hostvars}}}}
+    (tmp_path / "inv.json").write_text(json.dumps(inv))
+    book = tmp_path / "play.yml"
+    book.write_text("- hosts: sglang_gateway\n  gather_facts: false\n  roles: [sglang_router]\n")
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_ROLES_PATH": str(REPO / "roles")}
+    return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(tmp_path / "inv.json"),
+                           str(book)], capture_output=True, text=True, env=env)
+
+
+GOOD = {"r1": {"sglang_router_worker_address": "169.254.1.1"}}
+
+
+@pytest.mark.parametrize("replicas, gateway_vars, expected", [
+    ({"r1": {}}, {}, "replica r1 has no address"),
+    ({**GOOD, "r2": {"sglang_router_worker_address": "169.254.1.1"}},
+     {}, "replicas r1 and r2 are the same worker 169.254.1.1:30000"),
+    ({"r1": {"sglang_router_worker_address": "169.254.1.1", "sglang_server_port": 99999}}, {},
+     "replica r1's port 99999 is out of range"),
+    (GOOD, {"sglang_router_policy": "fastest"}, "value of sglang_router_policy must be one of"),
+    (GOOD, {"sglang_router_metrics_port": 30000}, "the metrics need their own port"),
+])
+def test_bad_input_is_refused_before_any_change(tmp_path, replicas, gateway_vars, expected):
+    watched = [tmp_path / "root", Path("/etc/sglang"), Path("/etc/systemd/system/sglang-router.service")]
+    before = tree_digest(*watched)
+    done = run_role(tmp_path, replicas, gateway_vars)
+    assert done.returncode != 0
+    assert expected in done.stdout, done.stdout[-3000:]
+    assert tree_digest(*watched) == before
+
+
+@pytest.mark.parametrize("line, cache_dir, expected", [
+    ("[x TP0] Running FlashInfer autotune with cache: /var/cache/sglang/flashinfer/autotune/0.7.2/sm120/ab12/rank_tp0_pp0_dp0.json",
+     "/var/cache/sglang", ("0.7.2", "sm120", "ab12")),
+    ("Running FlashInfer autotune with cache: /elsewhere/flashinfer/autotune/0.7.2/sm120/ab12/r.json",
+     "/var/cache/sglang", ("", "", "")),
+    ("Running FlashInfer autotune with cache: /c/flashinfer/autotune/0.7.2/../ab12/r.json", "/c", ("", "", "")),
+    ("Running FlashInfer autotune...", "/c", ("", "", "")),
+])
+def test_cache_path_gives_flashinfer_version_sm_and_key(line, cache_dir, expected):
+    found = journal.autotune_cache_source(line, cache_dir)
+    assert (found["flashinfer"], found["sm"], found["key"]) == expected
+
+
+def test_target_flashinfer_version_and_sm(tmp_path):
+    dist = tmp_path / "sglang-0.5.23.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Requires-Dist: flashinfer_python[cu13]==0.7.2\n")
+    assert target.flashinfer_version(tmp_path) == ("0.7.2", "pinned by sglang-0.5.23")
+    (tmp_path / "flashinfer_python-0.7.3.dist-info").mkdir()
+    assert target.flashinfer_version(tmp_path)[0] == "0.7.3"
+    assert target.sm_name(["12.0", "12.0"]) == ("sm120", "nvidia-smi")
+    assert target.sm_name(["12.0", "9.0"])[0] == ""   # two GPU kinds: no cache pushed
+    assert target.sm_name([])[0] == ""
