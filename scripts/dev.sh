@@ -4,6 +4,8 @@
 #   scripts/dev.sh test    yamllint, ansible-lint, Molecule, pytest
 #   scripts/dev.sh lint    the linters alone
 #   scripts/dev.sh setup   install what the others need (Debian packages, .venv, image)
+#   scripts/dev.sh fleet   three stand-in replicas and the smg gateway (127.0.0.1:30000) in Docker
+#   scripts/dev.sh fleet-roll [ansible args]   roll them with traffic flowing (-e sglang_version=0.5.23)
 # Runs as root on a Debian machine with Python 3.11 or later.
 set -euo pipefail
 
@@ -103,6 +105,33 @@ demo() {
     ansible-playbook -i inventory/local site.yml "$@"
 }
 
+# The fleet in Docker containers on this machine (inventory/fleet): LXC would
+# cost a minute per container to create and Docker's systemd image is already
+# here for Molecule.
+fleet() {
+    log "starting the fleet's containers and giving them the stand-in wheels"
+    ansible-playbook -i inventory/fleet playbooks/demo_fleet.yml
+    log "deploying three stand-in replicas and the gateway (playbooks/fleet.yml)"
+    ansible-playbook -i inventory/fleet playbooks/fleet.yml "$@"
+    log "the gateway answers on http://127.0.0.1:30000 (stand-in replicas), e.g.:"
+    echo "    curl -s http://127.0.0.1:30000/v1/completions -H 'Content-Type: application/json' \\"
+    echo "         -d '{\"model\": \"glm-5\", \"prompt\": \"hi\", \"max_tokens\": 8}'"
+}
+
+# The rolling upgrade with a request loop through the gateway; fails when the
+# roll fails or when any request failed.
+fleet_roll() {
+    local traffic rc=0 traffic_rc=0 started=$SECONDS
+    python3 scripts/fleet-traffic.py "http://127.0.0.1:30000" &
+    traffic=$!
+    ansible-playbook -i inventory/fleet playbooks/rolling_upgrade.yml "$@" || rc=$?
+    kill -TERM "$traffic"
+    wait "$traffic" || traffic_rc=$?
+    if ((rc == 0)); then rc=$traffic_rc; fi
+    log "roll took $((SECONDS - started)) s (exit $rc)"
+    return "$rc"
+}
+
 tests() {
     stage "yamllint" yamllint --strict .
     stage "ansible-lint (production profile)" ansible-lint --strict
@@ -121,13 +150,15 @@ case "$command" in
     setup) setup ;;
     lint) setup; lint ;;
     demo) setup; demo "$@" ;;
+    fleet) setup; fleet "$@" ;;
+    fleet-roll) activate; fleet_roll "$@" ;;
     test)
         stage "setup" setup
         activate
         tests "$@"
         ;;
     *)
-        sed -n '2,7p' "$0" >&2
+        sed -n '2,9p' "$0" >&2
         exit 2
         ;;
 esac
