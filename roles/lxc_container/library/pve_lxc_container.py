@@ -106,10 +106,9 @@ template:
   type: str
 """
 
-import importlib.util
 import time
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pve_api import (
     API_ARGUMENT_SPEC,
     ApiLogin,
@@ -118,6 +117,7 @@ from ansible.module_utils.pve_api import (
     connect,
     lock_problem,
     missing_privileges,
+    proxmoxer_missing,
     quorum_problem,
     split_volid,
     task_error,
@@ -303,9 +303,9 @@ def run(module: AnsibleModule) -> dict:
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    if importlib.util.find_spec("proxmoxer") is None:
-        module.fail_json(msg=missing_required_lib("proxmoxer") + " Run `scripts/dev.sh setup` (it installs "
-                         "requirements.txt) or `pip install -r requirements.txt` in the controller's Python.")
+    missing = proxmoxer_missing()
+    if missing:
+        module.fail_json(msg=missing)
     try:
         result = run(module)
     except (PveFault, ValueError) as exc:

@@ -79,34 +79,35 @@ deleted:
   type: list
 """
 
-import importlib.util
 import json
 import re
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.lxc_passthrough import DevicesPlan, plan_devices
-from ansible.module_utils.pve_api import ApiLogin, PveFault, call, connect, lock_problem
+from ansible.module_utils.pve_api import (
+    API_ARGUMENT_SPEC,
+    ApiLogin,
+    PveFault,
+    call,
+    connect,
+    lock_problem,
+    proxmoxer_missing,
+)
 
 NVIDIA_PATH = re.compile(r"^/dev/nvidia[A-Za-z0-9-]*(/nvidia-cap[0-9]+)?\Z")
 
-ARGUMENT_SPEC = {
-    "transport": {"type": "str", "choices": ["api", "pct"], "required": True},
-    "nodes": {"type": "list", "elements": "str", "required": True},
-    "vmid": {"type": "int", "required": True},
-    "node": {"type": "str", "required": True},
-    "mode": {"type": "str", "default": "0666"},
-    "gid": {"type": "int"},
-    "pct": {"type": "path", "default": "/usr/sbin/pct"},
-    "pvesh": {"type": "path", "default": "/usr/bin/pvesh"},
-    "api_host": {"type": "str", "default": ""},
-    "api_port": {"type": "int", "default": 8006},
-    "api_user": {"type": "str", "default": "root@pam"},
-    "api_token_id": {"type": "str", "default": ""},
-    "api_token_secret": {"type": "str", "default": "", "no_log": True},
-    "api_password": {"type": "str", "default": "", "no_log": True},
-    "validate_certs": {"type": "bool", "default": True},
-    "api_timeout": {"type": "int", "default": 30},
-}
+# The API options are pve_api's; here the API is only needed for transport=api.
+ARGUMENT_SPEC = dict(
+    API_ARGUMENT_SPEC,
+    api_host={"type": "str", "default": ""},
+    transport={"type": "str", "choices": ["api", "pct"], "required": True},
+    nodes={"type": "list", "elements": "str", "required": True},
+    vmid={"type": "int", "required": True},
+    mode={"type": "str", "default": "0666"},
+    gid={"type": "int"},
+    pct={"type": "path", "default": "/usr/sbin/pct"},
+    pvesh={"type": "path", "default": "/usr/bin/pvesh"},
+)
 
 
 class Nodes:
@@ -171,9 +172,9 @@ def run(module: AnsibleModule) -> dict:
     if params["transport"] == "api":
         if not params["api_password"]:
             raise PveFault("transport=api writes devN entries as root@pam and needs lxc_container_api_password.")
-        if importlib.util.find_spec("proxmoxer") is None:
-            raise PveFault(missing_required_lib("proxmoxer") + " Run `scripts/dev.sh setup` or "
-                           "`pip install -r requirements.txt` in the controller's Python.")
+        missing = proxmoxer_missing()
+        if missing:
+            raise PveFault(missing)
         side: Api | Nodes = Api(module)
     else:
         side = Nodes(module)

@@ -30,6 +30,17 @@ API_ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
 }
 
 
+def proxmoxer_missing() -> str | None:
+    """Why the controller cannot talk to the API (proxmoxer not installed), or None."""
+    import importlib.util
+
+    if importlib.util.find_spec("proxmoxer") is not None:
+        return None
+    return ("Failed to import the required Python library (proxmoxer) on the controller. Run "
+            "`scripts/dev.sh setup` (it installs requirements.txt) or `pip install -r requirements.txt` in "
+            "the controller's Python.")
+
+
 class PveFault(Exception):
     """A Proxmox API fault, with the message a person can act on."""
 
