@@ -13,8 +13,7 @@ import yaml
 from conftest import REPO, run_playbook, tree_digest
 from test_playbook_validate import unpack_flag_sources
 
-sys.path.insert(0, str(REPO / "roles" / "sglang_server" / "module_utils"))
-import sglang_settings as ss  # noqa: E402
+from ansible.module_utils import sglang_settings as ss
 
 ROLE = REPO / "roles" / "sglang_server"
 PROFILE = {"model-path": "/models/GLM-5-NVFP4", "tp-size": 16, "host": "0.0.0.0", "port": 30000}
@@ -36,7 +35,7 @@ def test_two_nodes_render_their_rank_and_the_meeting_point():
     assert {k: effective["flags"][k] for k in ("nnodes", "node-rank", "dist-init-addr")} == {
         "nnodes": 2, "node-rank": 1, "dist-init-addr": "10.0.0.1:20000"}
     assert (effective["nnodes"], effective["node_rank"], effective["tp_size"], effective["local_tp_size"]) == (2, 1, 16, 8)
-    assert effective["environment"] == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "NCCL_SOCKET_IFNAME": "enp65s0f0",
+    assert effective["environment"] == {"NCCL_SOCKET_IFNAME": "enp65s0f0",
                                         "GLOO_SOCKET_IFNAME": "enp65s0f0", "NCCL_IB_DISABLE": "1",
                                         "NCCL_P2P_LEVEL": "SYS"}
 
@@ -45,10 +44,10 @@ def test_one_node_renders_no_node_flags_and_the_pcie_defaults():
     effective = ss.effective(ONE)
     assert not {"nnodes", "node-rank", "dist-init-addr"} & set(effective["flags"])
     assert (effective["nnodes"], effective["node_rank"], effective["local_tp_size"]) == (1, 0, 8)
-    assert effective["environment"] == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "NCCL_IB_DISABLE": "1",
+    assert effective["environment"] == {"NCCL_IB_DISABLE": "1",
                                         "NCCL_P2P_LEVEL": "SYS"}
     off = ss.effective({**ONE, "sglang_server_nccl_ib_disable": False, "sglang_server_nccl_p2p_level": ""})
-    assert off["environment"] == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "NCCL_IB_DISABLE": "0"}
+    assert off["environment"] == {"NCCL_IB_DISABLE": "0"}
 
 
 BAD = [

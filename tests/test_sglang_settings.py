@@ -8,13 +8,10 @@ message is asserted, and a secret's value never appears in it.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "roles" / "sglang_server" / "module_utils"))
-import sglang_settings as ss  # noqa: E402
+from ansible.module_utils import sglang_settings as ss
 
 SECRET = "sk-hostile-0123456789"
 PROFILE = {"model-path": "/models/GLM-5-NVFP4", "served-model-name": "glm-5", "tp-size": 8,

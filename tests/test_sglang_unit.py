@@ -8,13 +8,11 @@ systemd.service(5) "Command lines").
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "roles" / "sglang_server" / "module_utils"))
-import sglang_unit as su  # noqa: E402
+from ansible.module_utils import sglang_unit as su
 
 ESCAPES = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t", ";": ";"}
 

@@ -50,6 +50,22 @@ options:
         spelling is checked like I(flags); the value never passes through this module.
     type: dict
     default: {}
+  server:
+    description:
+      - The sglang_server role's settings (variable name -> value, without the API key and the
+        token), checked first, every fact once on every way in (C(sglang_settings.py)); then the
+        effective flags are checked instead of I(flags), and the result is published as the facts
+        C(sglang_server_effective) (flags, host, port, TP size, readiness URL) and
+        C(sglang_server_command) (argv, and how the API key reaches the server).
+    type: dict
+  api_key:
+    description: With I(server), the server's API key (checked, never shown; it makes C(--api-key) a flag to check).
+    type: str
+    default: ""
+  hf_token:
+    description: With I(server), the Hugging Face token (checked, never shown).
+    type: str
+    default: ""
   runtime_check:
     description:
       - Also ask SGLang's own argument parser, run by I(python) (needs SGLang's dependencies
@@ -77,12 +93,14 @@ EXAMPLES = r"""
       nsa-prefill-backend: trtllm
   register: sglang_cli
 
-- name: Write the unit with the checked flags
-  ansible.builtin.template:
-    src: sglang.service.j2
-    dest: /etc/systemd/system/sglang.service
-  vars:
-    sglang_args: "{{ sglang_cli.command_line }}"
+- name: Check the role's settings, then its effective flags (publishes sglang_server_effective)
+  sglang_flags:
+    python: /opt/sglang/current/bin/python
+    server:
+      sglang_server_profile: {model-path: /models/GLM-5-NVFP4, tp-size: 8}
+      sglang_server_port: 30000
+      sglang_server_unit_name: sglang
+    api_key: "{{ vault_sglang_api_key }}"
 """
 
 RETURN = r"""
@@ -134,6 +152,10 @@ runtime_parser:
       refused), C(not available) (it cannot be imported here), or C(not asked).
   returned: success
   type: str
+ansible_facts:
+  description: With I(server), C(sglang_server_effective) and C(sglang_server_command).
+  returned: success, with I(server)
+  type: dict
 problems:
   description: Every problem found, one per entry.
   returned: failure
@@ -155,6 +177,14 @@ from ansible.module_utils.sglang_locate import (
     locate_package,
 )
 from ansible.module_utils.sglang_runtime_args import RuntimeAnswer, check_flags, parse_answer
+from ansible.module_utils.sglang_settings import (
+    effective,
+    secret_env_names,
+    server_command,
+    server_problems,
+)
+
+SETTINGS_FAILED = "The sglang_server settings cannot make a unit systemd accepts:"
 
 
 def parser_asker(module: AnsibleModule) -> Optional[Callable[[list[str]], RuntimeAnswer]]:
@@ -171,20 +201,47 @@ def parser_asker(module: AnsibleModule) -> Optional[Callable[[list[str]], Runtim
     return ask
 
 
+def server_facts(module: AnsibleModule) -> Optional[dict]:
+    """With ``server``: the settings checked and the effective facts, else None."""
+    params = module.params
+    if params["server"] is None:
+        return None
+    settings = dict(params["server"], sglang_server_api_key=params["api_key"],
+                    sglang_server_hf_token=params["hf_token"])
+    environment = settings.get("sglang_server_environment")
+    # The user's variables that look like secrets: never shown (the invocation echoes the options).
+    module.no_log_values.update(str(environment[name]) for name in secret_env_names(environment)
+                                if str(environment[name]))
+    problems = server_problems(settings)
+    if problems:
+        module.fail_json(msg="\n  - ".join([SETTINGS_FAILED, *problems]), problems=problems, changed=False)
+    return effective(settings)
+
+
 def run(module: AnsibleModule) -> None:
     params = module.params
+    server = server_facts(module)
+    flags = server["flags"] if server else params["flags"] or {}
+    env_flags = params["env_flags"] or {}
+    if server and params["api_key"]:
+        env_flags = {"api-key": "SGLANG_SERVER_API_KEY"}
+    facts = {"sglang_server_effective": server} if server else {}
     package_dir = locate_package(module, params["package_dir"], params["python"])
     if package_dir is None:
         module.exit_json(changed=False, not_installed=True, argv=[], command_line="", notes=[],
                          env_flags=[], config_flag="", version="not installed", flag_count=0,
+                         ansible_facts=facts,
                          msg="SGLang is not installed yet: check mode cannot validate the flags.")
     try:
-        checked = check_flags(package_dir, params["flags"] or {}, params["env_flags"] or {},
-                              parser_asker(module))
+        checked = check_flags(package_dir, flags, env_flags, parser_asker(module))
     except FlagError as exc:
         module.fail_json(msg=str(exc), problems=exc.problems, package_dir=package_dir, changed=False)
     if checked.warning:
         module.warn(checked.warning)
+    if server:
+        facts["sglang_server_command"] = server_command(
+            checked.argv, checked.env_flags, checked.config_flag, bool(params["api_key"]),
+            str(params["server"].get("sglang_server_unit_name")))
     module.exit_json(
         changed=False,
         package_dir=package_dir,
@@ -196,6 +253,7 @@ def run(module: AnsibleModule) -> None:
         config_flag=checked.config_flag,
         flag_count=checked.flag_count,
         runtime_parser=checked.runtime_parser,
+        ansible_facts=facts,
     )
 
 
@@ -205,8 +263,12 @@ def main() -> None:
             LOCATE_ARGUMENT_SPEC,
             flags=dict(type="dict", default={}),
             env_flags=dict(type="dict", default={}),
+            server=dict(type="dict"),
+            api_key=dict(type="str", default="", no_log=True),
+            hf_token=dict(type="str", default="", no_log=True),
             runtime_check=dict(type="bool", default=True),
         ),
+        mutually_exclusive=[("server", "flags"), ("server", "env_flags")],
         required_one_of=LOCATE_REQUIRED_ONE_OF,
         supports_check_mode=True,
     )

@@ -10,7 +10,7 @@ every way in. The readiness wait, the journal proof and the unit read the
 result of :func:`effective`, never a second variable.
 
 Messages name the variable and the key; they never repeat the value of a
-secret. Standard library only; the role's filter plugin is the thin adapter.
+secret. The sglang_flags module calls it (``settings``) before it checks the flags.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-import sglang_multinode
-from sglang_unit import UnitError, control_problems, env_lines, program_problem
+from ansible.module_utils import sglang_multinode
+from ansible.module_utils.sglang_unit import UnitError, control_problems, env_lines, program_problem
 
 FLAG_SOURCES = ("sglang_server_profile", "sglang_autotune_server_args", "sglang_server_extra_flags")
 # Every server flag of SGLang 0.5.6 to 0.5.23 is spelled so (checked against the wheels).
@@ -347,8 +347,10 @@ def effective(settings: Mapping[str, Any]) -> dict[str, Any]:
         "node_rank": int(flags.get("node-rank", 0)),
         "model_path": flags["model-path"],
         "ready_url": f"http://{url_host(host)}:{port}{settings.get('sglang_server_ready_path')}",
-        "environment": {**(settings.get("sglang_server_environment") or {}),
-                        **sglang_multinode.nccl_environment(settings)},
+        # What the role adds to the user's sglang_server_environment (NCCL, Gloo, CUDA order;
+        # it wins): no secret, so it can be a fact. The user's own variables, which may be
+        # secrets, go straight to the unit module.
+        "environment": sglang_multinode.nccl_environment(settings),
     }
 
 

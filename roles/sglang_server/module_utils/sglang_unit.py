@@ -8,11 +8,11 @@ newline ends the directive. EnvironmentFile= lines are ``KEY=VALUE`` with
 shell-like quoting: inside double quotes a backslash escapes ``"``, ``\\``,
 `````` ` `````` and ``$``.
 
-Every value is checked here before any template renders it: control
-characters are refused naming the variable they came from, so nothing a user
-sets can inject a directive or produce a unit that systemd rejects.
-
-Standard library only; the role's filter plugin is the thin adapter.
+Every value is checked here before a file is written: control characters
+are refused naming the variable they came from, so nothing a user sets can
+inject a directive or produce a unit that systemd rejects. The
+sglang_server_unit module writes what :func:`unit_text`, :func:`env_file_text`
+and :func:`config_file_text` return.
 """
 
 from __future__ import annotations
@@ -160,3 +160,66 @@ def config_file_text(flag: str, value: str) -> str:
         raise UnitError([f"the value for --{flag} holds U+{ord(bad):04X}, which YAML would not "
                          "read back unchanged"])
     return json.dumps({flag: value}, ensure_ascii=False) + "\n"
+
+
+HEADER = "# Written by the sglang_server role (Ansible); local changes are overwritten on the next run."
+
+
+def unit_text(name: str, version: str, user: str, group: str, program: str,
+              argv: list[str], env_flags: Optional[list[list[str]]] = None) -> str:
+    """The whole ``NAME.service`` file: ``program -m sglang.launch_server argv``, run as ``user``."""
+    problems = control_problems({"sglang_server_user": user, "sglang_server_group": group,
+                                 "sglang_server_unit_name": name, "version": version})
+    if problems:
+        raise UnitError(problems)
+    exec_line = exec_start(program, argv, env_flags)
+    return "\n".join([
+        HEADER,
+        f"# SGLang {version}; flags checked against its source by the sglang_flags module.",
+        "# Arguments are quoted for systemd (not a shell): %% is a literal %, $$ a literal $.",
+        "[Unit]",
+        "Description=SGLang server",
+        "After=network-online.target",
+        "Wants=network-online.target",
+        "StartLimitIntervalSec=3h",
+        "StartLimitBurst=3",
+        "",
+        "[Service]",
+        "# Readiness is waited for by the role (sglang_server_ready_timeout), not by systemd.",
+        "Type=simple",
+        f"User={user}",
+        f"Group={group}",
+        f"EnvironmentFile=/etc/sglang/{name}.env",
+        f"WorkingDirectory=/var/lib/{user}",
+        f"Environment=HOME=/var/lib/{user}",
+        f"ExecStart={exec_line}",
+        "TimeoutStopSec=120",
+        "Restart=on-failure",
+        "RestartSec=30",
+        "LimitMEMLOCK=infinity",
+        "LimitNOFILE=1048576",
+        f"StateDirectory={user}",
+        "CacheDirectory=sglang",
+        "# Hardening that CUDA tolerates: no device or memory-execution restrictions.",
+        "NoNewPrivileges=true",
+        "ProtectSystem=full",
+        "ProtectHome=true",
+        "PrivateTmp=true",
+        "ProtectKernelTunables=true",
+        "ProtectControlGroups=true",
+        "RestrictSUIDSGID=true",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ])
+
+
+def env_file_text(name: str, environment: Mapping[str, Any],
+                  label: str = "sglang_server_environment") -> str:
+    """The whole EnvironmentFile: a header, then sorted ``KEY="value"`` lines."""
+    lines = env_lines(environment, label)
+    return "\n".join([
+        HEADER,
+        f"# Read by {name}.service (systemd EnvironmentFile syntax); mode 0600 because it may hold secrets.",
+        *lines, ""])

@@ -1,0 +1,132 @@
+"""The server's files on the target: compared, verified and replaced whole.
+
+The sglang_server_unit module decides the text of each file (sglang_unit.py);
+this file compares it with what is there, proves a unit with systemd before it
+can replace the installed one, and writes each file through a temporary file
+in the same directory that already has its final owner and mode, renamed over
+the old one: a reader sees the old file or the new one, and a secret file is
+never readable by others, not even for a moment. Standard library only.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+# (argv) -> (rc, stdout, stderr), as AnsibleModule.run_command returns.
+Runner = Callable[[list[str]], tuple[int, str, str]]
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One file as it should be: ``text`` None means absent."""
+
+    path: str
+    text: Optional[str]
+    mode: int = 0o644
+    owner: str = "root"
+    group: str = "root"
+    secret: bool = False
+
+
+def read_text(path: str) -> Optional[str]:
+    """The file's text, or None where there is none (a directory or a device is an error)."""
+    target = Path(path)
+    if not target.exists() and not target.is_symlink():
+        return None
+    if target.is_symlink() or not target.is_file():
+        raise OSError(f"{path} is not a regular file; move it away so that the role can write it")
+    return target.read_text(encoding="utf-8", errors="surrogateescape")
+
+
+def ids(owner: str, group: str) -> Optional[tuple[int, int]]:
+    """(uid, gid), or None where the account does not exist (yet: check mode before a first run)."""
+    try:
+        return pwd.getpwnam(owner).pw_uid, grp.getgrnam(group).gr_gid
+    except KeyError:
+        return None
+
+
+def differences(wanted: Wanted) -> list[str]:
+    """What differs between the file and ``wanted``: 'content', 'mode', 'owner'; [] when equal."""
+    current = read_text(wanted.path)
+    if wanted.text is None:
+        return ["content"] if current is not None else []
+    if current != wanted.text:
+        return ["content"]
+    found = os.stat(wanted.path)
+    reasons = []
+    if found.st_mode & 0o7777 != wanted.mode:
+        reasons.append("mode")
+    if ids(wanted.owner, wanted.group) != (found.st_uid, found.st_gid):
+        reasons.append("owner")
+    return reasons
+
+
+def write(wanted: Wanted) -> None:
+    """Replace (or remove) the file; the temporary file has its final owner and mode first."""
+    if wanted.text is None:
+        if read_text(wanted.path) is not None:
+            os.unlink(wanted.path)
+        return
+    account = ids(wanted.owner, wanted.group)
+    if account is None:
+        raise OSError(f"cannot give {wanted.path} to {wanted.owner}:{wanted.group}: no such user or "
+                      "group (the sglang role creates the service account; run it first)")
+    directory = os.path.dirname(wanted.path)
+    fd, temporary = tempfile.mkstemp(prefix=".sglang-", dir=directory)  # mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as handle:
+            os.fchown(handle.fileno(), *account)
+            os.fchmod(handle.fileno(), wanted.mode)
+            handle.write(wanted.text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, wanted.path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def unit_problem(run: Runner, name: str, text: str) -> Optional[str]:
+    """What ``systemd-analyze verify`` says against the unit, or None when systemd accepts it.
+
+    It reads the unit under its own name, so the candidate is written as
+    ``NAME.service`` into a temporary directory and verified there. Warnings
+    about other units (the host's own) are not the candidate's problem; a line
+    naming the candidate is.
+    """
+    with tempfile.TemporaryDirectory(suffix=".sglang-unit") as scratch:
+        candidate = Path(scratch) / f"{name}.service"
+        candidate.write_text(text, encoding="utf-8")
+        rc, _out, err = run(["systemd-analyze", "verify", str(candidate)])
+    mine = [line for line in err.splitlines() if f"{name}.service" in line]
+    if rc != 0 or mine:
+        return "\n".join(mine) or err.strip() or f"systemd-analyze verify exited {rc}"
+    return None
+
+
+def diff_entry(wanted: Wanted, before: Optional[str]) -> dict[str, str]:
+    """One --diff entry; a secret file shows that it changes, never what it holds."""
+    if wanted.secret:
+        hidden = "(secret: {} bytes, not shown)\n"
+        return {"before_header": wanted.path, "after_header": wanted.path,
+                "before": "" if before is None else hidden.format(len(before)),
+                "after": "" if wanted.text is None else hidden.format(len(wanted.text))}
+    return {"before_header": wanted.path, "after_header": wanted.path,
+            "before": before or "", "after": wanted.text or ""}
+
+
+def mask_env(text: Optional[str], secret_names: set[str]) -> str:
+    """An EnvironmentFile's text with the values of ``secret_names`` replaced by ********."""
+    lines = []
+    for line in (text or "").splitlines(keepends=True):
+        key = line.split("=", 1)[0]
+        lines.append(f'{key}="********"\n' if "=" in line and key in secret_names else line)
+    return "".join(lines)

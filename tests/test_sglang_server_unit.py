@@ -1,0 +1,244 @@
+"""The sglang_server_unit module: it owns the environment file, the key file and the unit.
+
+The module's own run() is driven here with a small stand-in for AnsibleModule
+(params, check mode, run_command running the real systemd-analyze) and its
+directories pointed into tmp_path, so that every path it takes is exercised:
+first write, no-op, check mode, a rejected unit, a refused value, a failed
+write. The installed unit on a real systemd is proved by Molecule
+(molecule/sglang_service).
+"""
+
+from __future__ import annotations
+
+import getpass
+import grp
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ansible.module_utils import sglang_server_files as files
+from ansible.module_utils import sglang_unit as su
+from conftest import REPO, tree_digest
+
+SECRET = "sk-unit-0123456789"
+TOKEN = "hf_unit_0123456789"
+USER = getpass.getuser()
+GROUP = grp.getgrgid(os.getgid()).gr_name
+# systemd-analyze verify wants the program to exist.
+PYTHON = sys.executable
+
+
+def load_module():
+    path = REPO / "roles" / "sglang_server" / "library" / "sglang_server_unit.py"
+    spec = importlib.util.spec_from_file_location("sglang_server_unit", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Exit(Exception):
+    def __init__(self, failed: bool, result: dict) -> None:
+        super().__init__(result.get("msg", ""))
+        self.failed, self.result = failed, result
+
+
+class StandinModule:
+    """The parts of AnsibleModule the module uses (a stand-in, for pytest only)."""
+
+    def __init__(self, params: dict, check_mode: bool = False) -> None:
+        self.params, self.check_mode, self.no_log_values = params, check_mode, set()
+
+    def run_command(self, argv):
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return done.returncode, done.stdout, done.stderr
+
+    def fail_json(self, **result):
+        raise Exit(True, result)
+
+    def exit_json(self, **result):
+        raise Exit(False, result)
+
+
+def params(**overrides) -> dict:
+    base = {"name": "sglang", "version": "0.5.23", "user": USER, "group": GROUP,
+            "python": PYTHON,
+            "argv": ["--model-path", "/m", "--port", "30000", "--config", "/etc/sglang/sglang.secrets.yaml"],
+            "env_flags": [], "environment": {"NCCL_IB_DISABLE": "1", "MY_TOKEN": "tok-secret-99"},
+            "autotune_cache": "local", "hf_token": TOKEN, "api_key": SECRET, "api_key_way": "config",
+            "api_key_name": "api-key", "verify": True}
+    return {**base, **overrides}
+
+
+@pytest.fixture
+def target(tmp_path, monkeypatch):
+    module = load_module()
+    monkeypatch.setattr(module, "CONFIG_DIR", str(tmp_path / "etc-sglang"))
+    monkeypatch.setattr(module, "UNIT_DIR", str(tmp_path / "units"))
+    (tmp_path / "units").mkdir()
+    return module, tmp_path
+
+
+def call(module, p: dict, check_mode: bool = False) -> Exit:
+    standin = StandinModule(p, check_mode)
+    with pytest.raises(Exit) as info:
+        module.run(standin)
+    info.value.result["no_log_values"] = standin.no_log_values
+    return info.value
+
+
+def shown(result: dict) -> str:
+    """What Ansible would print: the result with no_log values masked, as exit_json does."""
+    text = repr({k: v for k, v in result.items() if k != "no_log_values"})
+    for value in result["no_log_values"] | {SECRET, TOKEN}:
+        text = text.replace(value, "********")
+    return text
+
+
+def test_first_write_then_no_op_with_modes_owners_and_no_secret_shown(target):
+    module, tmp = target
+    first = call(module, params())
+    assert not first.failed and first.result["changed"]
+    env, key, unit = (tmp / "etc-sglang" / "sglang.env", tmp / "etc-sglang" / "sglang.secrets.yaml",
+                      tmp / "units" / "sglang.service")
+    assert sorted(first.result["changed_files"]) == sorted(map(str, (env, key, unit)))
+    assert (env.stat().st_mode & 0o777, key.stat().st_mode & 0o777, unit.stat().st_mode & 0o777) == (0o600, 0o600, 0o644)
+    assert f'HF_TOKEN="{TOKEN}"' in env.read_text() and 'MY_TOKEN="tok-secret-99"' in env.read_text()
+    assert key.read_text() == '{"api-key": "' + SECRET + '"}\n'
+    assert '"--config" "/etc/sglang/sglang.secrets.yaml"' in unit.read_text()
+    assert first.result["unit"] == unit.read_text()
+    # Secrets: hidden in the diff by the module itself, and masked in the rest by no_log.
+    assert "tok-secret-99" in first.result["no_log_values"]
+    diff = repr(first.result["diff"])
+    assert SECRET not in diff and TOKEN not in diff and "tok-secret-99" not in diff
+    assert 'NCCL_IB_DISABLE="1"' in diff and "(secret: " in diff
+    assert "tok-secret-99" not in shown(first.result)
+    again = call(module, params())
+    assert (again.failed, again.result["changed"], again.result["changed_files"], again.result["diff"]) == (
+        False, False, [], [])
+
+
+def test_check_mode_reports_every_change_and_writes_nothing(target):
+    module, tmp = target
+    call(module, params())
+    before = tree_digest(tmp)
+    check = call(module, params(argv=["--model-path", "/m2"], api_key_way="none"), check_mode=True)
+    assert check.result["changed"] and not check.failed
+    assert {Path(p).name for p in check.result["changed_files"]} == {"sglang.secrets.yaml", "sglang.service"}
+    assert tree_digest(tmp) == before
+
+
+def test_a_unit_systemd_rejects_replaces_nothing(target, monkeypatch):
+    module, tmp = target
+    call(module, params())
+    before = tree_digest(tmp)
+    # A unit systemd refuses: a relative program path in ExecStart= (rendered as asked).
+    monkeypatch.setattr(module, "unit_text", lambda *a: su.unit_text(*a).replace(
+        f"ExecStart={PYTHON}", "ExecStart=python"))
+    failed = call(module, params(argv=["--model-path", "/other"], hf_token="hf_new_token"))
+    assert failed.failed
+    assert "systemd-analyze verify rejected the new sglang.service" in failed.result["msg"]
+    assert "no file was written and the installed unit is unchanged" in failed.result["msg"]
+    assert "sglang.service" in failed.result["msg"].split(": ", 1)[1]
+    assert tree_digest(tmp) == before
+
+
+@pytest.mark.parametrize("bad, named", [
+    ({"environment": {"X": "a\nExecStartPre=/bin/sh"}}, "sglang_server_environment['X'] contains the control character '\\n'"),
+    ({"environment": {"9X": "1"}}, "'9X' is not an environment variable name"),
+    ({"argv": ["--served-model-name", "a\rb"]}, "argument contains the control character '\\r'"),
+    ({"python": "/opt/my venv/bin/python"}, "the server's Python must be an absolute path"),
+    ({"api_key": SECRET + "\u2028"}, "which YAML would not read back unchanged"),
+])
+def test_a_value_systemd_cannot_take_is_refused_naming_it_and_nothing_written(target, bad, named):
+    module, tmp = target
+    call(module, params())
+    before = tree_digest(tmp)
+    failed = call(module, params(**bad))
+    assert failed.failed and failed.result["msg"].startswith("refusing to render the unit: ")
+    assert named in failed.result["msg"], failed.result["msg"]
+    assert SECRET not in failed.result["msg"]
+    assert tree_digest(tmp) == before
+
+
+def test_the_key_file_goes_when_the_key_goes_another_way(target):
+    module, tmp = target
+    call(module, params())
+    moved = call(module, params(api_key_way="environment", env_flags=[["--api-key", "SGLANG_SERVER_API_KEY"]],
+                                argv=["--model-path", "/m"]))
+    assert not (tmp / "etc-sglang" / "sglang.secrets.yaml").exists()
+    assert f'SGLANG_SERVER_API_KEY="{SECRET}"' in (tmp / "etc-sglang" / "sglang.env").read_text()
+    assert '"--api-key" ${SGLANG_SERVER_API_KEY}' in (tmp / "units" / "sglang.service").read_text()
+    assert SECRET not in (tmp / "units" / "sglang.service").read_text()
+    assert SECRET not in repr(moved.result["diff"])
+
+
+def test_autotune_cache_off_is_in_the_environment(target):
+    module, tmp = target
+    call(module, params(autotune_cache="off"))
+    assert 'SGLANG_FLASHINFER_AUTOTUNE_CACHE="0"' in (tmp / "etc-sglang" / "sglang.env").read_text()
+
+
+def test_a_write_that_fails_leaves_the_old_file_whole_and_no_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "sglang.env"
+    path.write_text("old\n")
+    os.chmod(path, 0o600)
+
+    def fail(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(files.os, "fsync", fail)
+    with pytest.raises(OSError, match="disk full"):
+        files.write(files.Wanted(str(path), "new\n", 0o600, USER, GROUP))
+    assert path.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sglang.env"]
+
+
+def test_a_secret_file_is_never_readable_by_others_while_written(tmp_path, monkeypatch):
+    modes = []
+    real_replace = os.replace
+
+    def replace(src, dst):
+        modes.append(os.stat(src).st_mode & 0o777)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", replace)
+    files.write(files.Wanted(str(tmp_path / "k.yaml"), "secret\n", 0o600, USER, GROUP, secret=True))
+    assert modes == [0o600]
+
+
+@pytest.mark.parametrize("make", ["directory", "symlink"])
+def test_a_path_that_is_not_a_regular_file_is_named(tmp_path, make):
+    path = tmp_path / "sglang.env"
+    if make == "directory":
+        path.mkdir()
+    else:
+        path.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError, match="is not a regular file; move it away"):
+        files.differences(files.Wanted(str(path), "x\n", 0o600))
+
+
+def test_mode_and_owner_differences_are_found():
+    wanted_text = "x\n"
+    import tempfile
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "f"
+        path.write_text(wanted_text)
+        os.chmod(path, 0o644)
+        assert files.differences(files.Wanted(str(path), wanted_text, 0o600, USER, GROUP)) == ["mode"]
+        os.chmod(path, 0o600)
+        assert files.differences(files.Wanted(str(path), wanted_text, 0o600, USER, GROUP)) == []
+        assert files.differences(files.Wanted(str(path), "y\n", 0o600, USER, GROUP)) == ["content"]
+        assert files.differences(files.Wanted(str(path), wanted_text, 0o600, "no-such-user-x", GROUP)) == ["owner"]
+        assert files.differences(files.Wanted(str(Path(scratch) / "absent"), None)) == []
+
+
+def test_the_unit_systemd_reads_is_accepted_by_systemd(tmp_path):
+    text = su.unit_text("sglang", "0.5.23", "root", "root", "/usr/bin/python3",
+                        ["--model-path", "/m", "--served-model-name", "glm 100% $HOME"], [])
+    problem = files.unit_problem(StandinModule({}).run_command, "sglang", text)
+    assert problem is None
+    assert '"glm 100%% $$HOME"' in text
