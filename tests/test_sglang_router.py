@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from ansible.module_utils import sglang_router_unit as unit
+from ansible.module_utils import systemd_files, systemd_text
 from conftest import REPO, tree_digest, wheel_cache
 
 ROLE = REPO / "roles" / "sglang_router"
@@ -111,11 +113,31 @@ def test_bad_settings_are_named(over, expected):
 
 
 def test_unit_words_are_quoted_for_systemd():
-    line = router.systemd_exec_start(["launch", "--log-dir", "/x/100%$HOME", "--api-key", "${SGLANG_ROUTER_API_KEY}"],
-                                     "/opt/sglang-router/current/bin/smg")
-    assert line == ('"/opt/sglang-router/current/bin/smg" "launch" "--log-dir" "/x/100%%$$HOME" "--api-key" '
+    line = unit.exec_start("/opt/sglang-router/current/bin/smg",
+                           ["launch", "--log-dir", "/x/100%$HOME", "--api-key", "${SGLANG_ROUTER_API_KEY}"])
+    assert line == ('/opt/sglang-router/current/bin/smg "launch" "--log-dir" "/x/100%%$$HOME" "--api-key" '
                     "${SGLANG_ROUTER_API_KEY}")
-    assert router.env_text({"K": 'a"$b\\`'}) == 'K="a\\"\\$b\\\\\\`"\n'
+    text = unit.env_file_text("sglang-router", {"K": 'a"$b\\`'})
+    assert text.splitlines()[-1] == 'K="a\\"\\$b\\\\\\`"'
+
+
+@pytest.mark.parametrize("over, expected", [
+    ({"user": "gw\nExecStartPre=/bin/sh"}, "sglang_router_user contains the control character"),
+    ({"program": "smg"}, "the gateway's smg must be an absolute path"),
+    ({"argv": ["--log-dir", "a\rb"]}, "argument contains the control character"),
+])
+def test_unit_values_systemd_cannot_take_are_refused(over, expected):
+    args = {"name": "sglang-router", "version": "1.13.0", "user": "sglang-router",
+            "program": "/opt/sglang-router/current/bin/smg", "argv": ["--port", "30000"], **over}
+    with pytest.raises(systemd_text.UnitError, match=expected):
+        unit.unit_text(**args)
+
+
+def test_the_gateway_unit_is_accepted_by_systemd():
+    text = unit.unit_text("sglang-router", "1.13.0", "root", sys.executable, ["--port", "30000"])
+    run = lambda argv: (lambda d: (d.returncode, d.stdout, d.stderr))(
+        subprocess.run(argv, capture_output=True, text=True, check=False))
+    assert systemd_files.unit_problem(run, "sglang-router", text) is None
 
 
 @pytest.fixture(scope="module")

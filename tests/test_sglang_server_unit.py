@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible.module_utils import sglang_server_files as files
+from ansible.module_utils import systemd_files as files
 from ansible.module_utils import sglang_unit as su
 from conftest import REPO, tree_digest
 

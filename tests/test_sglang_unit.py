@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ansible.module_utils import sglang_unit as su
+from ansible.module_utils import systemd_text as st
 
 ESCAPES = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t", ";": ";"}
 
@@ -77,7 +78,7 @@ def test_each_value_reaches_the_program_verbatim(value):
 
 
 def test_percent_and_dollar_doubled_and_quotes_escaped():
-    assert su.exec_arg('100% $X "q" a\\b') == '"100%% $$X \\"q\\" a\\\\b"'
+    assert st.exec_arg('100% $X "q" a\\b') == '"100%% $$X \\"q\\" a\\\\b"'
 
 
 def test_api_key_comes_from_the_environment_not_the_unit():
@@ -89,13 +90,13 @@ def test_api_key_comes_from_the_environment_not_the_unit():
 
 @pytest.mark.parametrize("char", ["\n", "\r", "\x00", "\x1b", "\t"])
 def test_control_characters_refused(char):
-    with pytest.raises(su.UnitError, match="control character"):
+    with pytest.raises(st.UnitError, match="control character"):
         su.exec_start("/venv/bin/python", ["--served-model-name", f"glm{char}5"])
 
 
 @pytest.mark.parametrize("program", ["python", "/opt/my venv/bin/python", "/opt/%h/python", "/opt/$X/python"])
 def test_program_must_be_a_plain_absolute_path(program):
-    with pytest.raises(su.UnitError, match="absolute path"):
+    with pytest.raises(st.UnitError, match="absolute path"):
         su.exec_start(program, [])
 
 
@@ -117,12 +118,12 @@ def env_parse(line: str) -> tuple[str, str]:
 
 @pytest.mark.parametrize("value", ["plain", 'sk-$ecret%h"q', "a\\b", "`cmd`", "x y", "#not a comment", ""])
 def test_environment_file_values_round_trip(value):
-    (line,) = su.env_lines({"SGLANG_SERVER_API_KEY": value})
+    (line,) = st.env_lines({"SGLANG_SERVER_API_KEY": value})
     assert env_parse(line) == ("SGLANG_SERVER_API_KEY", value)
 
 
 def test_environment_file_sorted_and_numbers_and_bools():
-    assert su.env_lines({"B": 1, "A": True}) == ['A="1"', 'B="1"']
+    assert st.env_lines({"B": 1, "A": True}) == ['A="1"', 'B="1"']
 
 
 @pytest.mark.parametrize(("env", "message"), [
@@ -132,8 +133,8 @@ def test_environment_file_sorted_and_numbers_and_bools():
     ({"X": {"a": 1}}, "must be a string or a number"),
 ])
 def test_environment_file_refusals_name_the_variable(env, message):
-    with pytest.raises(su.UnitError) as exc:
-        su.env_lines(env)
+    with pytest.raises(st.UnitError) as exc:
+        st.env_lines(env)
     assert message in str(exc.value)
 
 
@@ -183,7 +184,7 @@ def test_every_release_reads_the_key_file_verbatim(tmp_path, version):
 
 @pytest.mark.parametrize("char", ["\u00a0", "\u2028", "\x85", "\ufeff", "\n", "\x00", "\ud800"])
 def test_key_file_refuses_what_yaml_would_change(char):
-    with pytest.raises(su.UnitError, match=f"U\\+{ord(char):04X}, which YAML would not read back") as info:
+    with pytest.raises(st.UnitError, match=f"U\\+{ord(char):04X}, which YAML would not read back") as info:
         su.config_file_text("api-key", f"sk-secret{char}x")
     assert "sk-secret" not in str(info.value)
 

@@ -161,31 +161,6 @@ def router_flags(settings: Mapping[str, Any]) -> dict[str, Any]:
     return flags
 
 
-def systemd_exec_start(argv: list[str], program: str) -> str:
-    """ExecStart's value: every word double-quoted, % and $ escaped, ${VAR} words kept for systemd."""
-    words = []
-    for word in [program, *argv]:
-        if CONTROL.search(word):
-            raise AnsibleFilterError(f"refusing to render the unit: {word!r} contains a control character")
-        if re.fullmatch(r"\$\{[A-Z_][A-Z0-9_]*\}", word):
-            words.append(word)
-            continue
-        quoted = word.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
-        words.append(f'"{quoted}"')
-    return " ".join(words)
-
-
-def env_text(env: Mapping[str, str]) -> str:
-    """An EnvironmentFile: NAME="value", with \\ " $ and ` escaped; control characters refused."""
-    lines = []
-    for name, value in env.items():
-        if CONTROL.search(str(value)) or not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name):
-            raise AnsibleFilterError(f"refusing the environment file: {name} has a control character or a bad name")
-        escaped = re.sub(r'([\\"$`])', r"\\\1", str(value))
-        lines.append(f'{name}="{escaped}"')
-    return "".join(line + "\n" for line in lines)
-
-
 def _checked(settings: Mapping[str, Any]) -> list[str]:
     return settings_problems(settings)
 
@@ -197,6 +172,4 @@ class FilterModule:
             "sglang_router_problems": _checked,
             "sglang_router_flags": router_flags,
             "sglang_router_worker_url": worker_url,
-            "sglang_router_exec_start": systemd_exec_start,
-            "sglang_router_env_text": env_text,
         }

@@ -130,7 +130,7 @@ problems:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_server_files import (
+from ansible.module_utils.systemd_files import (
     Wanted,
     diff_entry,
     differences,
@@ -140,7 +140,8 @@ from ansible.module_utils.sglang_server_files import (
     write,
 )
 from ansible.module_utils.sglang_settings import secret_env_names
-from ansible.module_utils.sglang_unit import UnitError, config_file_text, env_file_text, unit_text
+from ansible.module_utils.sglang_unit import config_file_text, env_file_text, unit_text
+from ansible.module_utils.systemd_text import UnitError
 
 CONFIG_DIR = "/etc/sglang"
 UNIT_DIR = "/etc/systemd/system"

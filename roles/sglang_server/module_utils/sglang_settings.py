@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ansible.module_utils import sglang_multinode
-from ansible.module_utils.sglang_unit import UnitError, control_problems, env_lines, program_problem
+from ansible.module_utils.systemd_text import UnitError, control_problems, env_lines, program_problem
 
 FLAG_SOURCES = ("sglang_server_profile", "sglang_autotune_server_args", "sglang_server_extra_flags")
 # Every server flag of SGLang 0.5.6 to 0.5.23 is spelled so (checked against the wheels).

@@ -1,7 +1,7 @@
-"""The server's files on the target: compared, verified and replaced whole.
+"""A unit's files on the target: compared, verified and replaced whole.
 
-The sglang_server_unit module decides the text of each file (sglang_unit.py);
-this file compares it with what is there, proves a unit with systemd before it
+The unit modules (sglang_server_unit, sglang_router_unit) decide the text of
+each file; this file compares it with what is there, proves a unit with systemd before it
 can replace the installed one, and writes each file through a temporary file
 in the same directory that already has its final owner and mode, renamed over
 the old one: a reader sees the old file or the new one, and a secret file is

@@ -1,0 +1,134 @@
+#!/usr/bin/python
+"""Ansible module: the gateway's systemd unit and environment file, owned whole."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_router_unit
+short_description: Write the smg gateway's systemd unit and environment file, verified first
+description:
+  - Owns C(/etc/sglang/NAME.env) (root, 0600; the API key as C(SGLANG_ROUTER_API_KEY)) and
+    C(/etc/systemd/system/NAME.service) (root, 0644) running C(smg launch ARGV).
+  - Every word is quoted by systemd's rules (C(%) and C($) doubled); C(${VAR}) words are left for
+    systemd to fill from the environment file. Control characters are refused naming the value.
+  - A changed unit is proved with C(systemd-analyze verify) under its own name first; a unit
+    systemd rejects replaces nothing, and no file is written.
+  - Check mode and C(--diff) are honest; the key never appears in the diff or the result.
+  - Does not reload systemd or restart the gateway; C(changed_files) says what changed.
+options:
+  name:
+    description: The unit's name without C(.service).
+    type: str
+    required: true
+  version:
+    description: The smg release the flags were checked against (a comment in the unit).
+    type: str
+    required: true
+  user:
+    description: The account (and group) the gateway runs as.
+    type: str
+    required: true
+  program:
+    description: The C(smg) executable of the current virtualenv.
+    type: path
+    required: true
+  argv:
+    description: The checked flags after C(launch) (smg_flags' C(argv)).
+    type: list
+    elements: str
+    default: []
+  api_key:
+    description: The gateway's API key, for C(${SGLANG_ROUTER_API_KEY}) in I(argv).
+    type: str
+    default: ""
+author:
+  - sglang-deploy project
+"""
+
+EXAMPLES = r"""
+- name: Write the gateway's environment file and unit (verified)
+  sglang_router_unit:
+    name: sglang-router
+    version: 1.13.0
+    user: sglang-router
+    program: /opt/sglang-router/current/bin/smg
+    argv: [--host, 127.0.0.1, --port, "30000", --worker-urls, http://10.0.0.2:30000]
+  register: sglang_router_files
+"""
+
+RETURN = r"""
+changed_files:
+  description: The files written (or that would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_router_unit import env_file_text, unit_text
+from ansible.module_utils.systemd_files import Wanted, diff_entry, differences, mask_env, read_text, unit_problem, write
+from ansible.module_utils.systemd_text import UnitError
+
+CONFIG_DIR = "/etc/sglang"
+UNIT_DIR = "/etc/systemd/system"
+KEY_VARIABLE = "SGLANG_ROUTER_API_KEY"
+
+
+def run(module: AnsibleModule) -> None:
+    params = module.params
+    name = params["name"]
+    environment = {KEY_VARIABLE: params["api_key"]} if params["api_key"] else {}
+    try:
+        env = Wanted(f"{CONFIG_DIR}/{name}.env", env_file_text(name, environment), 0o600)
+        unit = Wanted(f"{UNIT_DIR}/{name}.service",
+                      unit_text(name, params["version"], params["user"], params["program"], params["argv"]))
+    except UnitError as exc:
+        module.fail_json(msg="refusing to render the unit: " + "; ".join(exc.problems), problems=exc.problems,
+                         changed_files=[])
+    try:
+        due = [w for w in (env, unit) if differences(w)]
+        befores = {w.path: read_text(w.path) for w in due}
+    except OSError as exc:
+        module.fail_json(msg=str(exc), changed_files=[])
+    if unit in due:
+        problem = unit_problem(lambda argv: module.run_command(argv), name, unit.text or "")
+        if problem:
+            module.fail_json(msg=f"systemd-analyze verify rejected the new {name}.service; no file was "
+                                 f"written and the installed unit is unchanged: {problem}", changed_files=[])
+    diff = []
+    for wanted in due:
+        entry = diff_entry(wanted, befores[wanted.path])
+        if wanted is env:
+            entry.update(before=mask_env(entry["before"], {KEY_VARIABLE}),
+                         after=mask_env(entry["after"], {KEY_VARIABLE}))
+        diff.append(entry)
+    if due and not module.check_mode:
+        try:
+            os.makedirs(CONFIG_DIR, mode=0o755, exist_ok=True)
+            for wanted in due:
+                write(wanted)
+        except OSError as exc:
+            module.fail_json(msg=f"writing the gateway's files failed: {exc}", changed_files=[w.path for w in due])
+    module.exit_json(changed=bool(due), diff=diff, changed_files=[w.path for w in due])
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            version=dict(type="str", required=True),
+            user=dict(type="str", required=True),
+            program=dict(type="path", required=True),
+            argv=dict(type="list", elements="str", default=[]),
+            api_key=dict(type="str", default="", no_log=True),
+        ),
+        supports_check_mode=True,
+    )
+    run(module)
+
+
+if __name__ == "__main__":
+    main()
