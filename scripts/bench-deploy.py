@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# Over 400 lines on purpose: a by-hand script with no package to install; its four comparisons share
+# one Runner, one alternation and one table, and a second file could not import this hyphenated one.
 """Deploy benchmark: install, re-run, rollbacks and fleet, side by side (run by hand, not in CI).
 
 Each comparison runs its two sides alternately (A B A B ...) against the same

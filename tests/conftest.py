@@ -18,10 +18,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 # What Ansible does for a module: `ansible.module_utils.NAME` is found in the
-# role's module_utils/ (and the project's shared one). Tests import the
-# project's module_utils by the same names as the modules do.
-ansible.module_utils.__path__.extend(
-    [str(path) for path in sorted(REPO.glob("roles/*/module_utils"))] + [str(REPO / "module_utils")])
+# role's module_utils/ or in a dependency role's (shared code: nvidia_discovery,
+# sglang_locate). Tests import the project's module_utils by the same names as
+# the modules do.
+ansible.module_utils.__path__.extend(str(path) for path in sorted(REPO.glob("roles/*/module_utils")))
 
 # What ../shared/reference/sglang.md says of each release (0.5.7: read from its wheel), checked by the tests.
 EXPECTED_STATE = {

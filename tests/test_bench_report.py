@@ -15,9 +15,11 @@ from bench_keys import result_keys
 from conftest import REPO, tree_digest
 
 from ansible.module_utils.sglang_bench_output import OutputError, dir_problem, write_all  # noqa: E402
+from ansible.module_utils.sglang_bench_render import (  # noqa: E402
+    md_code, md_text, plot_label, render_markdown, render_plot,
+)
 from ansible.module_utils.sglang_bench_report import (  # noqa: E402
-    REQUIRED_KEYS, ReportError, level_summary, md_code, md_text, parse_power, plot_label, read_runs,
-    render_markdown, render_plot,
+    REQUIRED_KEYS, ReportError, level_summary, parse_power, read_runs,
 )
 
 RUNS = REPO / "tests" / "fixtures" / "bench" / "runs"

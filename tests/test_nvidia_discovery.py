@@ -26,6 +26,9 @@ from ansible.module_utils.nvidia_discovery import (  # noqa: E402
 )
 
 GPU_FIXTURES = REPO / "tests" / "fixtures" / "gpu"
+# The module lives in the task-less nvidia_discovery role; ad hoc, its directory stands in for a
+# playbook's, so that Ansible searches its library/ and module_utils/.
+AD_HOC = ("--playbook-dir", "roles/nvidia_discovery")
 # Every fixture directory that exists (real captures and synthetic ones), so a new
 # capture dropped in with the same file names is tested without editing this file.
 FIXTURES = sorted(p.name for p in GPU_FIXTURES.iterdir() if (p / "proc-devices.txt").exists())
@@ -90,14 +93,14 @@ def test_sources_agree(name, tmp_path):
 
 @pytest.mark.parametrize("name", FIXTURES)
 def test_ad_hoc_command(name, tmp_path):
-    """`ansible localhost -m nvidia_devices -a root=DIR` from the project root, as the README says."""
+    """`ansible localhost --playbook-dir roles/nvidia_discovery -m nvidia_devices -a root=DIR`, as the README says."""
     root = fake_root(name, tmp_path / "root")
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
            "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"}
     args = f"root={root}"
     if smi_csv(name) is not None:
         args += f" nvidia_smi_csv={GPU_FIXTURES / name / 'query-gpu.csv'}"
-    proc = subprocess.run(["ansible", "localhost", "-m", "nvidia_devices", "-a", args],
+    proc = subprocess.run(["ansible", "localhost", *AD_HOC, "-m", "nvidia_devices", "-a", args],
                           cwd=REPO, env=env, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     host = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
@@ -201,10 +204,10 @@ def test_builder_cli(tmp_path):
 
 
 def ad_hoc(args: dict) -> dict:
-    """`ansible localhost -m nvidia_devices -a JSON`: the module's own result."""
+    """`ansible localhost --playbook-dir roles/nvidia_discovery -m nvidia_devices -a JSON`: the module's own result."""
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
            "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"}
-    proc = subprocess.run(["ansible", "localhost", "-m", "nvidia_devices", "-a", json.dumps(args)],
+    proc = subprocess.run(["ansible", "localhost", *AD_HOC, "-m", "nvidia_devices", "-a", json.dumps(args)],
                           cwd=REPO, env=env, capture_output=True, text=True, check=False)
     return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
 

@@ -40,7 +40,7 @@ def play(tmp_path: Path, tasks: list[dict]) -> list[dict]:
         dict(task, ignore_errors=True) for task in tasks]}]))
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
                ANSIBLE_LIBRARY=str(REPO / "roles/sglang_server/library"),
-               ANSIBLE_MODULE_UTILS=f"{REPO / 'roles/sglang_server/module_utils'}:{REPO / 'module_utils'}",
+               ANSIBLE_MODULE_UTILS=":".join(str(REPO / "roles" / r / "module_utils") for r in ("sglang_server", "sglang_locate", "systemd_files")),
                ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
     run = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",

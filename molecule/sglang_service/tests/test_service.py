@@ -159,8 +159,7 @@ def test_api_key_never_in_play_output_or_diff(host):
 
     scenario = Path(__file__).resolve().parent.parent
     repo = scenario.parent.parent
-    env = dict(os.environ, ANSIBLE_ROLES_PATH=str(repo / "roles"),
-               ANSIBLE_MODULE_UTILS=str(repo / "module_utils"), ANSIBLE_NOCOLOR="1",
+    env = dict(os.environ, ANSIBLE_ROLES_PATH=str(repo / "roles"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_CONFIG=str(repo / "ansible.cfg"))
     rotated = "sk-rotated-never-shown"
     run = subprocess.run(

@@ -1,1 +1,0 @@
-../../gpu_host/library/nvidia_devices.py

@@ -1,1 +1,0 @@
-../../gpu_host/module_utils/nvidia_discovery.py

@@ -1,0 +1,160 @@
+"""The report of benchmark runs read by sglang_bench_report.py: report.md's table and throughput.png.
+
+Ratios are per concurrency against the first run. Labels, paths and notes come from the user's
+files, so they are escaped for Markdown and for the plot's legend.
+
+Standard library only; the plot imports matplotlib when it is drawn.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any, Optional
+
+from ansible.module_utils.sglang_bench_report import Run
+
+# Markdown: what would start markup or end a table cell is escaped, and so is what would
+# start a block at the head of a list item; control characters and line breaks are shown.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#+!|~$&])")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _visible(text: str) -> str:
+    return _CONTROL.sub(lambda match: ascii(match.group(0))[1:-1], text)
+
+
+def md_text(text: str) -> str:
+    """Text from a label, a path or a note as Markdown shows it, never as markup or a new line."""
+    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", _visible(text))
+    # At the head of a list item, "-", "=" or "1." would start a list or a heading.
+    escaped = re.sub(r"^([-=])", r"\\\1", escaped)
+    return re.sub(r"^([0-9]+)([.)])", r"\1\\\2", escaped)
+
+
+def md_code(text: str) -> str:
+    """A label as an inline code span that no backtick or line break inside it can end."""
+    visible = _visible(text)
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", visible)), default=0) + 1)
+    pad = " " if visible.startswith("`") or visible.endswith("`") else ""
+    return f"{fence}{pad}{visible}{pad}{fence}"
+
+
+def plot_label(text: str) -> str:
+    """A legend entry: no mathtext ($), not hidden by a leading underscore, one line."""
+    visible = _visible(text).replace("$", r"\$")
+    return " " + visible if visible.startswith("_") else visible
+
+
+def concurrencies(runs: list[Run]) -> list[int]:
+    return sorted({c for run in runs for c in run.levels})
+
+
+def ratio(value: Optional[float], base: Optional[float]) -> Optional[str]:
+    """value/base to two decimals; None when either side is missing or base is 0."""
+    if value is None or base is None or base == 0:
+        return None
+    return f"{value / base:.2f}"
+
+
+def _fmt(value: Optional[float], digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def table_rows(runs: list[Run]) -> list[dict[str, Any]]:
+    """One row per concurrency and run, with the ratio of total throughput to the first run."""
+    rows = []
+    base = runs[0]
+    for concurrency in concurrencies(runs):
+        base_level = base.levels.get(concurrency)
+        for index, run in enumerate(runs):
+            level = run.levels.get(concurrency)
+            row: dict[str, Any] = {"concurrency": concurrency, "run": run.label, "present": level is not None}
+            if level is not None:
+                row.update(vars(level))
+            if index > 0:
+                row["ratio"] = ratio(level.total_throughput if level else None,
+                                     base_level.total_throughput if base_level else None)
+            rows.append(row)
+    return rows
+
+
+def render_markdown(runs: list[Run]) -> str:
+    """report.md: the table, what each ratio compares, and the notes."""
+    compare = len(runs) > 1
+    power = any(run.power_sampled for run in runs)
+    head = ["Concurrency", "Run", "Total tok/s", "Output tok/s", "Mean TTFT ms", "P99 TTFT ms", "P99 ITL ms"]
+    if power:
+        head.append("Mean GPU power W")
+    if compare:
+        head.append(f"Total vs {md_text(runs[0].label)}")
+    lines = [
+        "# SGLang serving benchmark",
+        "",
+        "Runs: " + ", ".join(f"{md_code(run.label)} ({md_text(run.directory)})" for run in runs) + ".",
+    ]
+    if compare:
+        lines.append(f"Ratios: total throughput of each run divided by {md_code(runs[0].label)}'s "
+                     "at the same concurrency.")
+    if power:
+        lines.append("Power: mean draw per GPU over the samples taken while that level ran (nvidia-smi, 1 s).")
+    lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in table_rows(runs):
+        if row["present"]:
+            cells = [str(row["concurrency"]), md_text(row["run"]), _fmt(row["total_throughput"], 1),
+                     _fmt(row["output_throughput"], 1), _fmt(row["mean_ttft_ms"], 1),
+                     _fmt(row["p99_ttft_ms"], 1), _fmt(row["p99_itl_ms"], 2)]
+            if power:
+                cells.append(_fmt(row["power_w"], 0) if row["power_w"] is not None else "not sampled")
+        else:
+            cells = [str(row["concurrency"]), md_text(row["run"]), "not run at this concurrency"] + [""] * (4 + int(power))
+        if compare:
+            cells.append("" if "ratio" not in row else (row["ratio"] or "-"))
+        lines.append("| " + " | ".join(cells) + " |")
+    notes = [note for run in runs for note in run.notes]
+    for concurrency in concurrencies(runs):
+        only = [run.label for run in runs if concurrency in run.levels]
+        if compare and len(only) < len(runs):
+            notes.append(f"concurrency {concurrency}: only in {', '.join(only)}")
+    if notes:
+        lines += ["", "Notes:", ""] + [f"- {md_text(note)}" for note in notes]
+    return "\n".join(lines) + "\n"
+
+
+def render_plot(runs: list[Run], title: str = "SGLang serving benchmark") -> bytes:
+    """throughput.png: total throughput vs concurrency per run; power per GPU below when sampled."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    power = any(run.power_sampled for run in runs)
+    fig, axes = plt.subplots(2 if power else 1, 1, figsize=(8, 7 if power else 4.5), dpi=100,
+                             sharex=True, squeeze=False)
+    top = axes[0][0]
+    for run in runs:
+        xs = sorted(run.levels)
+        top.plot(xs, [run.levels[c].total_throughput for c in xs], marker="o", label=plot_label(run.label))
+    top.set_ylabel("total throughput (tok/s)")
+    top.set_title(title)
+    top.grid(True, alpha=0.3)
+    top.legend()
+    if power:
+        bottom = axes[1][0]
+        for run in runs:
+            xs = [c for c in sorted(run.levels) if run.levels[c].power_w is not None]
+            if xs:
+                bottom.plot(xs, [run.levels[c].power_w for c in xs], marker="s", label=plot_label(run.label))
+        bottom.set_ylabel("mean power per GPU (W)")
+        bottom.grid(True, alpha=0.3)
+        bottom.legend()
+    axes[-1][0].set_xlabel("concurrency")
+    axes[-1][0].set_xscale("log", base=2)
+    ticks = concurrencies(runs)
+    axes[-1][0].set_xticks(ticks, [str(t) for t in ticks])
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    # No Software/date metadata: the same runs give the same bytes.
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return buffer.getvalue()
