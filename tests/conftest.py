@@ -165,6 +165,8 @@ class Run:
     failures: list[str]
     facts: dict
     stdout: str
+    # The module (task action) of each task that ran on a host, in order: skipped ones left out.
+    actions: list[str]
 
 
 def run_playbook(private: Path, playbook: str, cmdline: list[str], inventory: str = "localhost,",
@@ -198,6 +200,9 @@ def run_playbook(private: Path, playbook: str, cmdline: list[str], inventory: st
         failures=failures,
         facts=facts,
         stdout=runner.stdout.read(),
+        actions=[event["event_data"].get("task_action", "")
+                 for event in runner.events
+                 if event.get("event") in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable")],
     )
 
 
