@@ -8,6 +8,8 @@ DOCUMENTATION = r"""
 module: pve_lxc_devices
 short_description: Make a Proxmox VE container's devN entries pass exactly the host's NVIDIA nodes
 description:
+  - Takes the C(nvidia) result of nvidia_devices and passes every node it lists, checked by the
+    same function lxc_gpu_passthrough uses (C(nodes_of)), so both modules pass one node set.
   - Reads the container's config as the API's JSON, keeps the index of every NVIDIA devN entry
     already there, leaves every other devN entry (the user's own) alone, adds the missing nodes
     at the lowest free index and removes NVIDIA entries for nodes the host no longer has.
@@ -27,10 +29,9 @@ options:
     type: str
     choices: [api, pct]
     required: true
-  nodes:
-    description: Host paths of the NVIDIA nodes to pass (the lxc_gpu_passthrough module's C(nodes)).
-    type: list
-    elements: str
+  nvidia:
+    description: The C(nvidia) result of nvidia_devices on the container's host.
+    type: dict
     required: true
   vmid: {description: The container id., type: int, required: true}
   node: {description: The Proxmox node that holds the container., type: str, required: true}
@@ -54,7 +55,7 @@ EXAMPLES = r"""
 - name: Pass the GPUs as devN entries through the API (root@pam's password)
   pve_lxc_devices:
     transport: api
-    nodes: "{{ passthrough.nodes }}"
+    nvidia: "{{ discovery.nvidia }}"
     vmid: 120
     node: pve1
     api_host: pve1.example.internal
@@ -80,10 +81,9 @@ deleted:
 """
 
 import json
-import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.lxc_passthrough import DevicesPlan, plan_devices
+from ansible.module_utils.lxc_passthrough import DevicesPlan, nodes_of, plan_devices
 from ansible.module_utils.pve_api import (
     API_ARGUMENT_SPEC,
     ApiLogin,
@@ -94,14 +94,12 @@ from ansible.module_utils.pve_api import (
     proxmoxer_missing,
 )
 
-NVIDIA_PATH = re.compile(r"^/dev/nvidia[A-Za-z0-9-]*(/nvidia-cap[0-9]+)?\Z")
-
 # The API options are pve_api's; here the API is only needed for transport=api.
 ARGUMENT_SPEC = dict(
     API_ARGUMENT_SPEC,
     api_host={"type": "str", "default": ""},
     transport={"type": "str", "choices": ["api", "pct"], "required": True},
-    nodes={"type": "list", "elements": "str", "required": True},
+    nvidia={"type": "dict", "required": True},
     vmid={"type": "int", "required": True},
     mode={"type": "str", "default": "0666"},
     gid={"type": "int"},
@@ -166,9 +164,10 @@ class Api:
 
 def run(module: AnsibleModule) -> dict:
     params = module.params
-    for path in params["nodes"]:
-        if not NVIDIA_PATH.match(path):
-            raise PveFault(f"{path!r} is not an NVIDIA device node path (/dev/nvidia*): refusing to pass it.")
+    try:
+        nodes = nodes_of(params["nvidia"])
+    except ValueError as exc:
+        raise PveFault(f"{exc}. Nothing was changed.") from None
     if params["transport"] == "api":
         if not params["api_password"]:
             raise PveFault("transport=api writes devN entries as root@pam and needs lxc_container_api_password.")
@@ -181,8 +180,7 @@ def run(module: AnsibleModule) -> dict:
     config = side.read()
     problem = lock_problem(params["vmid"], config)
     current = {str(k): str(v) for k, v in config.items()}
-    wanted_nodes = [_Node(path) for path in params["nodes"]]
-    plan = plan_devices(current, wanted_nodes, params["mode"], params["gid"])
+    plan = plan_devices(current, nodes, params["mode"], params["gid"])
     result = {"changed": plan.changed, "set": plan.set, "deleted": plan.delete, "devices": plan.wanted}
     if not plan.changed:
         return result
@@ -205,13 +203,6 @@ def run(module: AnsibleModule) -> dict:
         raise PveFault(f"Container {params['vmid']}'s config does not hold the devN entries just written: "
                        f"{', '.join(wrong)}. Look at it on the node (`pct config {params['vmid']}`) and re-run.")
     return result
-
-
-class _Node:
-    """A host node path, as plan_devices takes it."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
 
 
 def main() -> None:
