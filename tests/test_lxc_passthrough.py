@@ -20,9 +20,8 @@ from fake_nvidia_root import build  # noqa: E402
 from ansible.module_utils.lxc_config_write import write_in_place  # noqa: E402
 from ansible.module_utils.lxc_passthrough import (  # noqa: E402
     checked_nodes,
-    gpu_count,
+    checked_result,
     memlock_lines,
-    missing_nodes,
     nodes_of,
     nvidia_majors,
     plan_devices,
@@ -69,7 +68,7 @@ def test_real_two_gpu_capture_gives_one_allow_and_one_mount_per_node(tmp_path: P
         ("lxc.prlimit.memlock", "unlimited"),
     ]
     assert not any("optional" in value for _, value in lines)
-    assert gpu_count(nvidia) == 2
+    assert checked_result(nvidia)["gpu_count"] == 2
 
 
 def test_cgroup_v1_hosts_get_the_v1_key(tmp_path: Path) -> None:
@@ -91,31 +90,31 @@ def test_imex_channels_major_is_never_taken_for_caps(tmp_path: Path) -> None:
     for fixture in ("synthetic-8gpu-imex-before-caps", "synthetic-8gpu-imex-after-caps"):
         nvidia = discovered(fixture, tmp_path / fixture)
         assert nvidia["majors"]["nvidia-caps"] != nvidia["majors"].get("nvidia-caps-imex-channels")
-        assert gpu_count(nvidia) == 8
+        assert checked_result(nvidia)["gpu_count"] == 8
 
 
 def test_no_driver_passes_nothing_and_misses_nothing(tmp_path: Path) -> None:
     nvidia = discovered("synthetic-no-driver", tmp_path)
     assert nodes_of(nvidia) == []
     assert lines_for(nvidia) == []
-    assert missing_nodes(nvidia, None) == []
+    assert checked_result(nvidia)["missing_nodes"] == []
 
 
 def test_missing_uvm_node_is_named(tmp_path: Path) -> None:
     nvidia = discovered("synthetic-missing-uvm-node", tmp_path)
-    assert missing_nodes(nvidia, 8) == ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+    assert checked_result(nvidia, 8)["missing_nodes"] == ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
 
 
 def test_a_gpu_node_dropped_after_a_reboot_is_missing(tmp_path: Path) -> None:
     nvidia = discovered("h200-2gpu", tmp_path, drop=("/dev/nvidia1",))
     # Without nvidia-smi's list, the expected count says which nvidiaN must exist.
-    assert missing_nodes(nvidia, 2) == ["/dev/nvidia1"]
-    assert missing_nodes(nvidia, None) == []
+    assert checked_result(nvidia, 2)["missing_nodes"] == ["/dev/nvidia1"]
+    assert checked_result(nvidia)["missing_nodes"] == []
 
 
 def test_seven_of_eight(tmp_path: Path) -> None:
     nvidia = discovered("synthetic-7-of-8-gpus", tmp_path)
-    assert gpu_count(nvidia) == 7
+    assert checked_result(nvidia)["gpu_count"] == 7
 
 
 def test_raw_plan_adds_then_converges_and_keeps_other_lines(tmp_path: Path) -> None:

@@ -9,17 +9,18 @@ module: lxc_gpu_passthrough
 short_description: Compute and apply the GPU passthrough entries of an LXC container
 description:
   - Takes the C(nvidia) result of the nvidia_devices module (majors and nodes read on the host,
-    never hardcoded) and computes the container's passthrough entries.
+    never hardcoded) and makes the container's passthrough entries match it, in one call that
+    applies either style and returns what a restart and the verification need.
   - With I(style=raw), makes the container config (plain LXC's C(config) or Proxmox's
     C(/etc/pve/lxc/VMID.conf)) carry exactly one allow entry and one bind mount per node and
     C(lxc.prlimit.memlock), removing entries of ours that are no longer wanted and leaving every
     other line as it was. The file is rewritten in place, without chmod or rename, which pmxcfs
     refuses.
   - With I(style=devices), the nodes go in as Proxmox C(devN) entries (module pve_lxc_devices,
-    through the API): the config file then carries only C(lxc.prlimit.memlock), and raw node
-    lines left from the raw style are removed.
-  - Fails before any change when the host lacks a node the loaded driver implies
-    (C(/dev/nvidia-uvm) after a reboot) or when the GPU count differs from I(expected_gpus).
+    which takes the same C(nvidia) result): the config file then carries only
+    C(lxc.prlimit.memlock), and raw node lines left from the raw style are removed.
+  - Passes every node discovery found. Whether the host has the GPUs and nodes it must have is
+    discovery's fact (C(gpu_count), C(missing_nodes)), which the role checks before anything changes.
   - Fails before any change when a node of I(nvidia) is not an NVIDIA node of its majors (a path
     with whitespace or a control character, C(nvidia0) at C(1:1)), and, with I(container_name),
     when the plain-LXC config does not name the container's own rootfs.
@@ -41,8 +42,9 @@ options:
   config_path:
     description:
       - The container config to edit (raw lines, and C(lxc.prlimit.memlock) in both styles).
-      - Omitted, the module only plans and checks.
+      - In check mode it may not exist yet (a container a real run would create first).
     type: path
+    required: true
   config_format:
     description: C(lxc) writes C(key = value), C(proxmox) writes C(key: value).
     type: str
@@ -57,9 +59,6 @@ options:
     description: Value of C(lxc.prlimit.memlock) while any GPU node is passed; empty leaves it out.
     type: str
     default: unlimited
-  expected_gpus:
-    description: GPUs the host must have (C(/dev/nvidiaN) nodes); omit to take what is found.
-    type: int
   container_name:
     description: Plain LXC container name; with it the module checks that the config is safe to start.
     type: str
@@ -90,10 +89,6 @@ node_ids:
   description: C(PATH MAJOR:MINOR) of each node, as C(stat --format='%n %Hr:%Lr') prints it inside.
   returned: always
   type: list
-gpus:
-  description: Number of C(/dev/nvidiaN) nodes passed through.
-  returned: always
-  type: int
 cgroup:
   description: The cgroup version whose allow key was used (v1 or v2).
   returned: always
@@ -123,8 +118,6 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.lxc_passthrough import (
-    gpu_count,
-    missing_nodes,
     memlock_lines,
     nodes_of,
     nvidia_majors,
@@ -146,11 +139,10 @@ def main() -> None:
         argument_spec={
             "nvidia": {"type": "dict", "required": True},
             "style": {"type": "str", "choices": ["raw", "devices"], "default": "raw"},
-            "config_path": {"type": "path"},
+            "config_path": {"type": "path", "required": True},
             "config_format": {"type": "str", "choices": ["lxc", "proxmox"], "default": "lxc"},
             "cgroup": {"type": "str", "choices": ["auto", "v1", "v2"], "default": "auto"},
             "memlock": {"type": "str", "default": "unlimited"},
-            "expected_gpus": {"type": "int"},
             "container_name": {"type": "str"},
             "lxcpath": {"type": "path", "default": "/var/lib/lxc"},
         },
@@ -163,34 +155,11 @@ def main() -> None:
         memlock_lines(nodes, params["memlock"])  # refuses a value no config line may carry
     except ValueError as exc:
         module.fail_json(msg=f"{exc}. Nothing was changed.")
-    found = gpu_count(nvidia)
-    expected = params["expected_gpus"]
-    if expected is not None and found != expected:
-        module.fail_json(
-            msg=(
-                f"The host has {found} GPU node(s) (/dev/nvidiaN), expected {expected}. "
-                "Check `nvidia-smi` and `ls -l /dev/nvidia*` on the host, or set the expected "
-                "count (lxc_container_expected_gpus) to what the host really has."
-            ),
-            gpus=found,
-        )
-    missing = missing_nodes(nvidia, expected)
-    if missing:
-        module.fail_json(
-            msg=(
-                f"The host's driver is loaded but these nodes are missing: {', '.join(missing)}. "
-                "A container started now would have no usable GPU. Create them on the host "
-                "(`nvidia-modprobe -u -c=0` and `nvidia-modprobe -c=N` per GPU; the gpu_host role "
-                "installs a unit that does this at boot) and re-run."
-            ),
-            missing=missing,
-        )
     cgroup = host_cgroup() if params["cgroup"] == "auto" else params["cgroup"]
     result = {
         "changed": False,
         "nodes": [node.path for node in nodes],
         "node_ids": [f"{node.path} {node.major}:{node.minor}" for node in nodes],
-        "gpus": found,
         "cgroup": cgroup,
         "entries": [],
         "added": [],
@@ -205,9 +174,6 @@ def main() -> None:
     else:
         wanted = raw_lines(nodes, cgroup) + memlock_lines(nodes, params["memlock"])
     result["entries"] = [f"{key}{separator}{value}" for key, value in wanted]
-    if not params["config_path"]:
-        module.exit_json(**result)
-
     path = params["config_path"]
     if os.path.exists(path) and not os.path.isfile(path):
         module.fail_json(msg=f"{path} is not a regular file; expected the container's config file.")

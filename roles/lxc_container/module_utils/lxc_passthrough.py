@@ -184,26 +184,10 @@ def nvidia_majors(nvidia: dict) -> set[int]:
     return set(checked_majors(nvidia).values()) | {NVIDIA_FIXED_MAJOR}
 
 
-def gpu_count(nvidia: dict, expected_gpus: int | None = None) -> int:
-    """The host's GPUs, as discovery decided (nvidia_devices' gpu_count)."""
-    return _requirements(nvidia, expected_gpus)["gpu_count"]
-
-
-def missing_nodes(nvidia: dict, expected_gpus: int | None) -> list[str]:
-    """Nodes the loaded driver implies but the host's /dev lacks, as discovery decided.
-
-    The classic case: nvidia_uvm is loaded (its major is in /proc/devices) but
-    /dev/nvidia-uvm is missing after a reboot until nvidia-modprobe -u runs.
-    A container that starts then has no CUDA, which `optional` mounts hide.
-    """
-    return _requirements(nvidia, expected_gpus)["missing_nodes"]
-
-
-def _requirements(nvidia: dict, expected_gpus: int | None) -> dict:
-    """Discovery's own gpu_count and missing_nodes; a result without them (a user's
-    lxc_container_nvidia) gets them by discovery's rule, never by a second one."""
-    if "missing_nodes" in nvidia and "gpu_count" in nvidia and expected_gpus is None:
-        return nvidia
+def checked_result(nvidia: dict, expected_gpus: int | None = None) -> dict:
+    """A discovery result handed in (lxc_container_nvidia), its nodes checked, with the facts
+    decided again by discovery's own rule for this run's expected count: gpu_count,
+    required_nodes and missing_nodes, as nvidia_devices publishes them."""
     checked_nodes(nvidia)
     return with_requirements(nvidia, expected_gpus)
 
