@@ -41,6 +41,13 @@ def given_nvidia(index: int, **changes: object) -> list[str]:
     return ["-e", json.dumps({"lxc_container_nvidia": nvidia})]
 
 
+def given_without(path: str, **claims: object) -> list[str]:
+    """-e lxc_container_nvidia=<the live discovery without one node>, claiming what it likes of itself."""
+    nvidia = copy.deepcopy(LIVE)
+    nvidia["nodes"] = [node for node in nvidia["nodes"] if node["path"] != path]
+    return ["-e", json.dumps({"lxc_container_nvidia": {**nvidia, **claims}})]
+
+
 LXC_CASES = [
     ("h200-2gpu", given_nvidia(0, path="/dev/nvidia0\nlxc.apparmor.profile = unconfined"),
      ["node path '/dev/nvidia0\\nlxc.apparmor.profile = unconfined' is not an NVIDIA node"]),
@@ -51,6 +58,12 @@ LXC_CASES = [
     ("h200-2gpu", ["-e", "lxc_container_expected_gpus=8"],
      ["The host has 2 GPU(s) (counted from its /dev/nvidiaN nodes)", "expected 8 (lxc_container_expected_gpus)",
       "nothing was changed"]),
+    ("h200-2gpu", ["-e", "lxc_container_expected_gpus=1"], ["The host has 2 GPU(s)", "expected 1 "]),
+    # Handed in: nvidia-smi's list counts, and the result's own claims are decided again.
+    ("h200-2gpu", [*given_nvidia(0), "-e", "lxc_container_expected_gpus=8"],
+     ["The host has 2 GPU(s) (nvidia-smi: 00000000:00:06.0, 00000000:00:07.0), expected 8"]),
+    ("h200-2gpu", given_without("/dev/nvidia1", gpu_count=2, missing_nodes=[]),
+     ["these nodes are missing: /dev/nvidia1."]),
     ("synthetic-missing-uvm-node", [],
      ["/dev/nvidia-uvm, /dev/nvidia-uvm-tools", "nvidia-modprobe -u -c=0"]),
     ("h200-2gpu", ["-e", "lxc_container_backend=docker"],
@@ -124,3 +137,4 @@ def test_bad_container_request_changes_nothing(tmp_path, fixture, extra, needles
     assert tree_digest(lxcpath, seed, root, BRIDGE) == before
     assert not BRIDGE.exists()
     assert "Create the container" not in run.stdout
+    assert not {"ansible.builtin.apt", "ansible.builtin.copy", "lxc_gpu_passthrough"} & set(run.actions), run.actions

@@ -8,6 +8,7 @@ act through the fake as root does on a node.
 
 from __future__ import annotations
 
+import collections
 import json
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_playbook, tree_digest
 from fake_nvidia_root import build
+from ansible.module_utils.nvidia_discovery import discover
 from pve_fake import NODE, PASSWORD, TEMPLATE, TOKEN_ID, TOKEN_SECRET, PveThread, add_template, config_of, seed
 
 GPU = REPO / "tests" / "fixtures" / "gpu"
@@ -134,9 +136,22 @@ def assert_converged(node: Node, run) -> None:
     assert "NVIDIA node(s) in sglang1, each with the host's major:minor" in run.stdout
 
 
+# The modules that decide or apply the GPU passthrough: each runs at most once per run.
+GPU_MODULES = ("nvidia_devices", "nvidia_result", "lxc_gpu_passthrough", "pve_lxc_devices")
+
+
+def assert_each_gpu_module_once(run, devices: bool = True, given: bool = False) -> None:
+    """One discovery (read here, or the result handed in checked), one lxc_gpu_passthrough
+    call, and one pve_lxc_devices call for the devN style."""
+    counts = collections.Counter(action for action in run.actions if action in GPU_MODULES)
+    assert counts == {"nvidia_result" if given else "nvidia_devices": 1, "lxc_gpu_passthrough": 1,
+                      **({"pve_lxc_devices": 1} if devices else {})}, run.actions
+
+
 def test_fresh_create_with_password_then_second_run_writes_nothing(node):
     first = node.play()
     assert_converged(node, first)
+    assert_each_gpu_module_once(first)
     put = [body for method, path, body in first.requests if method == "PUT" and path.endswith("/config")]
     assert put, "devN went through the API"
     assert any(method == "POST" and path.endswith("/access/ticket") for method, path, _ in first.requests)
@@ -145,15 +160,18 @@ def test_fresh_create_with_password_then_second_run_writes_nothing(node):
     assert second.status == "successful", second.stdout
     assert second.changed == 0, second.stdout
     assert writes(second) == [], writes(second)
+    assert_each_gpu_module_once(second)
 
 
 def test_devn_through_pct_on_the_node_without_password(node):
     first = node.play(password=False, pct=True)
     assert_converged(node, first)
+    assert_each_gpu_module_once(first)
     assert not any(path.endswith("/access/ticket") and "ansible" in path for _, path, _ in first.requests)
     second = node.play(password=False, pct=True)
     assert second.changed == 0, second.stdout
     assert writes(second) == []
+    assert_each_gpu_module_once(second)
 
 
 def test_root_token_alone_is_refused_devn_by_pve(node):
@@ -300,5 +318,66 @@ def test_raw_style_writes_the_conf_file_in_place_and_sets_no_devn(node):
     assert "lxc.cgroup2.devices.allow: c 195:0 rwm" in conf
     assert f"lxc.mount.entry: {node.root}/dev/nvidia0 dev/nvidia0 none bind,create=file" in conf
     assert devices(config_of(node.pve, VMID)) == {}
+    assert_each_gpu_module_once(run, devices=False)
     again = node.play("-e", "lxc_container_passthrough=raw", "-e", "lxc_container_cgroup=v2")
     assert again.changed == 0 and writes(again) == []
+    assert_each_gpu_module_once(again, devices=False)
+
+
+def handed_in(node: Node, **changes) -> list[str]:
+    """-e lxc_container_nvidia=<discovery of the node's fake root>, as the gpu_host role publishes it."""
+    nvidia = dict(discover(str(node.root)), **changes)
+    return ["-e", json.dumps({"lxc_container_nvidia": nvidia})]
+
+
+def test_discovery_handed_in_is_checked_once_and_applied_once(node):
+    first = node.play(*handed_in(node))
+    assert_converged(node, first)
+    assert_each_gpu_module_once(first, given=True)
+    second = node.play(*handed_in(node))
+    assert second.changed == 0 and writes(second) == [], second.stdout
+    assert_each_gpu_module_once(second, given=True)
+
+
+def without_uvm(node: Node) -> None:
+    (node.root / "dev" / "nvidia-uvm").unlink()
+
+
+# Wrong GPU counts (too many, too few, none) and a node the driver implies, read here or handed
+# in (whose own gpu_count and missing_nodes do not count: they are decided again).
+REFUSALS = [
+    ("8-of-2", None, ["-e", "lxc_container_expected_gpus=8"],
+     ["The host has 2 GPU(s) (counted from its /dev/nvidiaN nodes), expected 8 (lxc_container_expected_gpus)"]),
+    ("1-of-2", None, ["-e", "lxc_container_expected_gpus=1"], ["The host has 2 GPU(s)", "expected 1 "]),
+    ("0-of-2", None, ["-e", "lxc_container_expected_gpus=0"], ["The host has 2 GPU(s)", "expected 0 "]),
+    ("no-uvm", without_uvm, [], ["these nodes are missing: /dev/nvidia-uvm.", "nvidia-modprobe -u -c=0"]),
+    ("given-8-of-2", "given", ["-e", "lxc_container_expected_gpus=8"], ["The host has 2 GPU(s)", "expected 8 "]),
+    ("given-no-uvm", "given-no-uvm", [], ["these nodes are missing: /dev/nvidia-uvm."]),
+]
+
+
+@pytest.mark.parametrize(("exists", "check"), [(False, False), (True, True)], ids=["fresh", "existing-check"])
+@pytest.mark.parametrize(("name", "fault", "extra", "needles"), REFUSALS, ids=[r[0] for r in REFUSALS])
+def test_a_wrong_gpu_count_or_missing_node_is_refused_before_any_write(node, name, fault, extra, needles, exists,
+                                                                        check):
+    if exists:
+        node.add_ct(status="running", config={"hostname": "sglang1", "rootfs": "local-lvm:vm-120-disk-0,size=200G"})
+    if fault == "given":
+        extra = [*extra, *handed_in(node)]
+    elif fault == "given-no-uvm":
+        nvidia = discover(str(node.root))
+        nvidia["nodes"] = [item for item in nvidia["nodes"] if item["path"] != "/dev/nvidia-uvm"]
+        # What a caller claims about it is not taken: the facts are decided again.
+        nvidia.update(gpu_count=2, required_nodes=[], missing_nodes=[])
+        extra = [*extra, "-e", json.dumps({"lxc_container_nvidia": nvidia})]
+    elif fault:
+        fault(node)
+    before = node.digest()
+    run = node.play(*extra, *(["--check", "--diff"] if check else []))
+    assert run.status == "failed", run.stdout
+    message = " ".join(run.failures)
+    for needle in [*needles, "nothing was changed"]:
+        assert needle in message, message
+    assert writes(run) == [], writes(run)
+    assert node.digest() == before
+    assert not {"pve_lxc_container", "lxc_gpu_passthrough", "pve_lxc_devices"} & set(run.actions), run.actions
