@@ -381,3 +381,17 @@ def test_a_wrong_gpu_count_or_missing_node_is_refused_before_any_write(node, nam
     assert writes(run) == [], writes(run)
     assert node.digest() == before
     assert not {"pve_lxc_container", "lxc_gpu_passthrough", "pve_lxc_devices"} & set(run.actions), run.actions
+
+
+@pytest.mark.parametrize("style", ["devices", "raw"])
+def test_check_mode_on_a_node_without_the_container_writes_nothing_and_says_what_it_gets(node, style):
+    before = node.digest()
+    run = node.play("--check", "--diff", "-e", f"lxc_container_passthrough={style}")
+    assert run.status == "successful", run.stdout
+    assert writes(run) == [] and node.digest() == before and node.pve.ct(VMID) is None
+    shown = "devN entries" if style == "devices" else "raw lxc.* keys"
+    said = " ".join(run.stdout.split())  # the callback wraps long lines
+    assert f"Passing 2 GPU(s) into sglang1 (driver 580.159.04, {shown}): /dev/nvidia0 /dev/nvidia1 " in said
+    # devN entries need the container's API config: there is none yet to read.
+    counts = collections.Counter(action for action in run.actions if action in GPU_MODULES)
+    assert counts == {"nvidia_devices": 1, "lxc_gpu_passthrough": 1}, run.actions
