@@ -6,12 +6,16 @@ lines are synthetic, shaped after the log lines listed in the reference notes.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import importlib.util
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "roles" / "sglang_server" / "filter_plugins"))
+from conftest import REPO
 
-from sglang_journal import autotune_evidence  # noqa: E402
+# A filter plugin, loaded from its file as Ansible's plugin loader does.
+_spec = importlib.util.spec_from_file_location(
+    "sglang_journal_under_test", REPO / "roles" / "sglang_server" / "filter_plugins" / "sglang_journal.py")
+_journal = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_journal)
+autotune_evidence = _journal.autotune_evidence
 
 
 def journal(tp: int, running: bool = True, completed: bool = True, skipped: int = 0, old: bool = False) -> str:

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import base64
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "roles" / "lxc_container" / "module_utils"))
-
-from lxc_link import (  # noqa: E402
+from ansible.module_utils.lxc_link import (
     hwaddr,
     net_lines,
     parse_link,

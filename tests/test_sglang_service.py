@@ -3,11 +3,7 @@ and when a start being waited on has failed. systemctl output shapes as systemd 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "roles" / "sglang_server" / "module_utils"))
-import sglang_service as ss  # noqa: E402
+from ansible.module_utils import sglang_service as ss
 
 RUNNING = """LoadState=loaded
 ActiveState=active
