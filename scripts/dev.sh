@@ -140,7 +140,8 @@ tests() {
         scenario=$(basename "$(dirname "$scenario")")
         stage "molecule $scenario" molecule test -s "$scenario"
     done
-    stage "pytest" python -m pytest tests -n 2 --dist loadfile --durations=15 "$@"
+    # Files in tests/conftest.py's order (the end-to-end fleet file first), not xdist's by test count.
+    stage "pytest" python -m pytest tests -n 2 --dist loadfile --no-loadscope-reorder --durations=15 "$@"
     print_stage_times
 }
 

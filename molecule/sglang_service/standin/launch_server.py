@@ -14,7 +14,7 @@ Like SGLang's prepare_server_args, it reads options from the file given with
 as JSON, which is YAML; the venv here has no PyYAML). Like SGLang, it logs its
 arguments, the API key among them, so the scenario proves the role masks it.
 
-For the fleet (scripts/dev.sh fleet, tests/by_hand/fleet_roll.py) it also answers
+For the fleet (scripts/dev.sh fleet, tests/test_fleet_roll.py) it also answers
 like an SGLang worker behind the gateway: /server_info, /model_info,
 /v1/models, /v1/loads (num_running_reqs counts its in-flight requests),
 POST /v1/completions and /v1/chat/completions with a small fixed completion

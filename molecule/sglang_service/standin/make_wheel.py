@@ -7,7 +7,7 @@ rewrites RECORD for the three files; every other member is copied byte for byte.
 --slim keeps only what the roles read without SGLang's dependencies (the
 top-level modules, the flag sources, model_executor with the autotune gate,
 the dist-info; RECORD lists exactly those): a 0.5.23 wheel goes from about
-6,400 files to under 200, so that installing it is cheap (tests/by_hand/fleet_roll.py).
+6,400 files to under 200, so that installing it is cheap (tests/test_fleet_roll.py).
 """
 
 from __future__ import annotations

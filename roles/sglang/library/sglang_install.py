@@ -18,6 +18,9 @@ description:
     Any failure removes the unfinished virtualenv and leaves C(current) as it was.
   - A virtualenv without a manifest never finished (a killed run): it is never used and is removed.
   - Installs beyond I(keep) are removed; C(current) and the one before it always stay.
+  - One run at a time per root: it holds C(ROOT/.install.lock) from its decision to its last prune. The
+    installer of a run whose controller was killed keeps running on the host and holds it until it ends;
+    the next run waits for it (at most I(lock_timeout) seconds) and decides from what it left.
   - Check mode reports the decision and changes nothing.
 attributes:
   check_mode:
@@ -36,6 +39,7 @@ options:
   keep: {description: Complete installs to keep (current and its predecessor always stay)., type: int, default: 2}
   uv_version: {description: The uv installed under C(ROOT/tools/uv) for I(request.installer=uv)., type: str, default: "0.13.9"}
   environment: {description: Environment of the installer (proxies, CA bundles)., type: dict, default: {}}
+  lock_timeout: {description: Seconds to wait for another run's hold on C(ROOT/.install.lock)., type: int, default: 1800}
   debs:
     description: Debian packages the installer needs; missing ones are installed with apt-get.
     type: list
@@ -63,6 +67,7 @@ pruned: {description: Paths removed (or that would be, in check mode)., returned
 installed: {description: The name of the new install (C(install) only)., returned: when installed, type: str}
 """
 
+import fcntl
 import json
 import os
 import shutil
@@ -84,6 +89,7 @@ from ansible.module_utils.sglang_venvs import (
 )
 from ansible.module_utils.sglang_venv_inspect import inspect_argv, parse_inspection, tool_version
 
+LOCK = ".install.lock"
 IMPORT_CHECK = "import torch, flashinfer, sglang; print(sglang.__version__)"
 
 
@@ -214,6 +220,26 @@ def switch(root: Path, name: str) -> None:
     os.replace(temporary, root / "current")
 
 
+def hold_lock(root: Path, timeout: int) -> tuple[int | None, str]:
+    """ROOT/.install.lock held by this process (released when it exits), or None and who holds it."""
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                return None, holder
+            time.sleep(1)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode(), 0)
+    return fd, ""
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -226,11 +252,19 @@ def main() -> None:
             "uv_version": {"type": "str", "default": "0.13.9"},
             "environment": {"type": "dict", "default": {}},
             "debs": {"type": "list", "elements": "str", "default": ["python3", "python3-venv", "python3-packaging"]},
+            "lock_timeout": {"type": "int", "default": 1800},
         },
         supports_check_mode=True,
     )
     params = module.params
     root = Path(params["root"])
+    if not module.check_mode:
+        lock, holder = hold_lock(root, params["lock_timeout"])
+        if lock is None:
+            module.fail_json(msg=(f"Another install holds {root / LOCK} ({holder}) after {params['lock_timeout']} s: "
+                                  "the installer of a run whose controller was killed keeps running on this host "
+                                  "until it ends. Nothing was changed. Wait for it to end (or stop that process), "
+                                  "then re-run."))
     venvs, previous = scan(root)
     previous = previous or ""
     try:

@@ -1,0 +1,305 @@
+"""End to end: the real smg gateway in front of three stand-in SGLang replicas, rolled.
+
+Part of the suite (`scripts/dev.sh test`); it needs the Docker engine and the systemd base
+image (`scripts/dev.sh setup` starts and builds both) and is skipped without them. Alone:
+`python -m pytest tests/test_fleet_roll.py -p no:cacheprovider`.
+
+Four systemd Docker containers this test creates on its own Docker network
+(link-local 169.254.77.0/24): the gateway (sglang_router role, real smg from
+PyPI) and three replicas (sglang, sglang_autotune, sglang_server roles on real
+SGLang wheels, slimmed to what the roles read, whose launch_server.py is the
+stand-in of molecule/sglang_service/standin). One module-scoped fleet serves
+every test, in order:
+  1. deployed on 0.5.18 (playbooks/fleet.yml);
+  2. rolled to 0.5.23 with fleet-r1 made to fail its upgrade: the roll stops
+     there, fleet-r1 stays out on its previous install, the others serve;
+  3. rolled again, the cause gone, and the controller (ansible-playbook's
+     whole process group) killed with SIGKILL as soon as fleet-r1's new
+     install is in place: fleet-r1 is out of the gateway, switched to 0.5.23
+     on disk and still serving 0.5.18;
+  4. rolled again: it converges (fleet-r1 first, restarted because its
+     install changed under it; fleet-r1's autotune cache pushed to fleet-r2
+     and fleet-r3), the request loop running through 3 and 4 without a gap;
+  5. a take-out that a killed controller left draining in smg: the next
+     take-out waits for it, and the replica put back stays in.
+A bounded request loop runs through the gateway during every roll; a monitor
+counts the healthy workers it lists (tests/fleet_harness.py holds these and the
+containers). The figures the README's Fleet section quotes are printed as
+"FLEET FIGURES" (run with -s) and recorded as the test's property.
+
+The wheels come from PyPI once, into the wheel cache (tests/conftest.py's, the
+one scripts/dev.sh fleet uses). FLEET_IMAGES=1 keeps the deployed fleet as
+Docker images (local/i15-fleet-<name>:<key>, the controller's fleet cache next
+to the wheels) keyed by the digest of the roles, the playbooks, the stand-in,
+this file, its harness and the base image, and a later run with FLEET_IMAGES=1 and the same
+key starts from them instead of deploying (FLEET_REDEPLOY=1 deploys anyway).
+FLEET_KEEP=1 leaves the containers running.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, sglang_wheel, wheel_cache
+from fleet_harness import (FAILING, GATEWAY, GATEWAY_IP, IMAGE, NET, NEW, OLD, REPLICAS, SMG,
+                           SMG_DRAIN_SECONDS, SUBNET, URLS, UV, Traffic, cpu_seconds, current_version, docker,
+                           downloaded, healthy_urls, host_lines, inventory, last_start, play, play_killed,
+                           ready_seconds, rolled_order, serving_version, start, teardown, workers)
+
+pytestmark = pytest.mark.skipif(shutil.which("docker") is None or subprocess.run(
+    ["docker", "image", "inspect", IMAGE], capture_output=True).returncode != 0,
+    reason="needs the Docker engine and the systemd base image (scripts/dev.sh setup)")
+
+
+def deployed_key() -> str:
+    """What the deployed fleet depends on: a change to any of it deploys again."""
+    digest = hashlib.sha256(docker("image", "inspect", IMAGE, "--format", "{{.Id}}").stdout.encode())
+    files = [Path(__file__), Path(__file__).with_name("fleet_harness.py"),
+             *sorted((REPO / "molecule/sglang_service/standin").glob("*"))]
+    for folder in ("roles", "playbooks"):
+        files += sorted(p for p in (REPO / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for path in files:
+        digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
+    for version in (OLD, NEW):
+        digest.update(sglang_wheel(version).name.encode())
+    return digest.hexdigest()[:16]
+
+
+def image_of(name: str, key: str) -> str:
+    return f"local/i15-fleet-{name}:{key}"
+
+
+def deploy_cache(key: str) -> Path:
+    return wheel_cache().parent / "fleet-test" / key
+
+
+def deploy(tmp: Path, key: str) -> float:
+    """Containers from the base image, wheels copied in, playbooks/fleet.yml (kept as images with FLEET_IMAGES=1)."""
+    for name, ip in {GATEWAY: GATEWAY_IP, **REPLICAS}.items():
+        start(name, ip)
+    wheels = tmp / "wheels"
+    for version in (OLD, NEW):
+        subprocess.run([sys.executable, str(REPO / "molecule/sglang_service/standin/make_wheel.py"),
+                        str(sglang_wheel(version)), str(wheels), "--slim"], check=True, capture_output=True)
+    uv = downloaded(f"uv=={UV}", wheel_cache(), f"uv-{UV}-*.whl", deps=False)[-1]
+    shutil.copy(uv, wheels)
+    smg = tmp / "smg-wheels"
+    shutil.copytree(downloaded(f"smg=={SMG}", wheel_cache() / f"smg-{SMG}", f"smg-{SMG}-*.whl", deps=True)[0].parent,
+                    smg)
+    shutil.copy(uv, smg)
+    for name in REPLICAS:
+        docker("cp", str(wheels), f"{name}:/opt/sglang-wheels")
+    docker("cp", str(smg), f"{GATEWAY}:/opt/smg-wheels")
+    done, seconds = play(tmp, "fleet.yml", log="deploy")
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert healthy_urls() == set(URLS.values())
+    if os.environ.get("FLEET_IMAGES"):
+        for old in docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", "local/i15-fleet-*").stdout.split():
+            docker("rmi", old, check=False)
+        for name in [GATEWAY, *REPLICAS]:
+            docker("commit", name, image_of(name, key))
+        shutil.rmtree(deploy_cache(key).parent, ignore_errors=True)
+        shutil.copytree(tmp / "fleet-cache", deploy_cache(key) / "fleet-cache")
+    return seconds
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("fleet")
+    teardown()
+    docker("network", "create", "--subnet", SUBNET, NET)
+    began = time.monotonic()
+    key = deployed_key() if os.environ.get("FLEET_IMAGES") else ""
+    inventory(tmp)
+    try:
+        kept = key and all(docker("image", "inspect", image_of(n, key), check=False).returncode == 0
+                           for n in [GATEWAY, *REPLICAS]) and (deploy_cache(key) / "fleet-cache").is_dir()
+        if kept and not os.environ.get("FLEET_REDEPLOY"):
+            started = time.monotonic()
+            shutil.copytree(deploy_cache(key) / "fleet-cache", tmp / "fleet-cache")
+            for name, ip in {**REPLICAS, GATEWAY: GATEWAY_IP}.items():
+                start(name, ip, image_of(name, key))
+            while time.monotonic() - started < 90:   # systemd starts the enabled units at boot
+                try:
+                    if healthy_urls() == set(URLS.values()):
+                        break
+                except OSError:
+                    pass
+                time.sleep(0.5)
+            assert healthy_urls() == set(URLS.values())
+            seconds, how = time.monotonic() - started, "kept images"
+        else:
+            seconds, how = deploy(tmp, key), "playbooks/fleet.yml"
+        yield {"tmp": tmp, "deploy_seconds": seconds, "deployed_by": how, "began": began}
+    finally:
+        if not os.environ.get("FLEET_KEEP"):
+            teardown()
+
+
+@pytest.fixture(scope="module")
+def failed_roll(fleet):
+    """Roll to NEW with the first replica's wheels gone: its install fails, the roll stops there."""
+    docker("exec", FAILING, "mv", "/opt/sglang-wheels", "/opt/sglang-wheels.away")
+    try:
+        with Traffic() as traffic:
+            done, seconds = play(fleet["tmp"], "rolling_upgrade.yml", "-e", f"sglang_version={NEW}", log="roll-failed")
+        state = {"versions": {name: current_version(name) for name in REPLICAS}, "healthy": healthy_urls(),
+                 "listed": {w["url"] for w in workers()}}
+        with urllib.request.urlopen(f"{URLS[FAILING]}/health", timeout=5) as answer:
+            state["failed_serves_directly"] = answer.status == 200
+    finally:
+        docker("exec", FAILING, "mv", "/opt/sglang-wheels.away", "/opt/sglang-wheels")
+    return {"done": done, "seconds": seconds, "traffic": traffic, "state": state}
+
+
+@pytest.fixture(scope="module")
+def killed_and_rerun(fleet, failed_roll):
+    """The roll again, the controller killed once fleet-r1's new install is in place; then the
+    same command again. One request loop runs through both runs and the gap between them."""
+    with Traffic() as traffic:
+        killed = play_killed(fleet["tmp"], "rolling_upgrade.yml", "-e", f"sglang_version={NEW}", log="roll-killed",
+                             host=FAILING, task="sglang : Ensure SGLang is installed")
+        killed["state"] = {"healthy": healthy_urls(), "listed": {w["url"] for w in workers()},
+                           "installed": current_version(FAILING), "serving": serving_version(FAILING),
+                           "others": {name: current_version(name) for name in REPLICAS if name != FAILING}}
+        done, seconds = play(fleet["tmp"], "rolling_upgrade.yml", "-e", f"sglang_version={NEW}", log="roll-rerun")
+    return {"killed": killed, "done": done, "seconds": seconds, "traffic": traffic}
+
+
+def test_a_failed_upgrade_stops_the_roll_and_the_rest_serve(failed_roll):
+    done, traffic, state = failed_roll["done"], failed_roll["traffic"], failed_roll["state"]
+    assert done.returncode != 0
+    assert f"The roll stopped at {FAILING}" in done.stdout, done.stdout[-3000:]
+    assert "[fleet-r2" not in done.stdout and "[fleet-r3" not in done.stdout   # never started
+    assert traffic.failed == 0, traffic.errors[:5]
+    assert traffic.served > 20
+    assert traffic.min_healthy >= len(REPLICAS) - 1
+    assert state["versions"] == {name: OLD for name in REPLICAS}
+    # The failed replica stays out of the gateway, on its previous install, still up; the others serve.
+    assert state["healthy"] == state["listed"] == {URLS["fleet-r2"], URLS["fleet-r3"]}
+    assert state["failed_serves_directly"]
+
+
+def test_a_killed_controller_leaves_one_replica_out_mid_upgrade(killed_and_rerun):
+    killed = killed_and_rerun["killed"]
+    assert killed["killed"], killed["stdout"][-3000:]
+    assert killed["rc"] == -signal.SIGKILL
+    assert killed["survivors"] == []          # the whole controller went: its workers too
+    assert "PLAY RECAP" not in killed["stdout"]
+    # Killed mid-upgrade: fleet-r1 is switched to the new install on disk, still serving the old one, out
+    # of the gateway; the others untouched and serving.
+    state = killed["state"]
+    assert (state["installed"], state["serving"]) == (NEW, OLD)
+    assert state["healthy"] == state["listed"] == {URLS["fleet-r2"], URLS["fleet-r3"]}
+    assert state["others"] == {"fleet-r2": OLD, "fleet-r3": OLD}
+
+
+def test_the_run_after_the_kill_converges_and_shares_the_cache(killed_and_rerun, failed_roll, fleet,
+                                                                record_property):
+    done, traffic = killed_and_rerun["done"], killed_and_rerun["traffic"]
+    assert done.returncode == 0, done.stdout[-4000:]
+    # The request loop ran through the killed run, the gap and the re-run.
+    assert traffic.failed == 0, traffic.errors[:5]
+    assert traffic.served > 50
+    assert traffic.min_healthy >= len(REPLICAS) - 1
+    assert {name: current_version(name) for name in REPLICAS} == {name: NEW for name in REPLICAS}
+    assert {name: serving_version(name) for name in REPLICAS} == {name: NEW for name in REPLICAS}
+    assert healthy_urls() == {w["url"] for w in workers()} == set(URLS.values())
+    # The replica left out goes first; its install is reused, and its server, started before the switch,
+    # restarts once because the install under it changed.
+    assert rolled_order(done.stdout) == ["fleet-r1", "fleet-r2", "fleet-r3"]
+    restart = re.search(r"TASK \[sglang_server : Restart the server once, because ([^\]]*)\][^\n]*\n"
+                        r"changed: \[fleet-r1\]", done.stdout)
+    assert restart and "/opt/sglang/current" in restart.group(1).split(", "), done.stdout[-3000:]
+    assert not re.search(r"changed: \[fleet-r1\]", host_lines(done.stdout, "fleet-r1", "Ensure SGLang is installed"))
+    # fleet-r1 tuned FlashInfer 0.7.2 (0.5.23's pin) from scratch although the fleet held 0.5.18's
+    # FlashInfer 0.6.17 cache: never pushed across a FlashInfer version. It handed every rank's file in.
+    cache = fleet["tmp"] / "fleet-cache"
+    assert list(cache.glob("0.6.17/sm120/*/rank_tp*_pp0_dp0.json"))
+    first = host_lines(done.stdout, "fleet-r1", "Say what the fleet's cache")
+    assert "FlashInfer 0.7.2" in first and "the fleet has no cache for this pair yet" in first, first
+    assert "autotune tuned and wrote the cache" in last_start("fleet-r1")
+    assert sorted(p.name for p in cache.glob("0.7.2/sm120/*/*.json")) == ["rank_tp0_pp0_dp0.json",
+                                                                          "rank_tp1_pp0_dp0.json"]
+    # ... which was pushed to fleet-r2 and fleet-r3, owned by the service user, and used there.
+    for name in ("fleet-r2", "fleet-r3"):
+        assert "pushing" in host_lines(done.stdout, name, "Say what the fleet's cache")
+        journal = last_start(name)
+        assert "Running FlashInfer autotune with cache: /var/cache/sglang/flashinfer/autotune/0.7.2/sm120/" in journal
+        assert "autotune reused the cache" in journal, journal[-2000:]
+        owner = docker("exec", name, "sh", "-c", "stat -c %U /var/cache/sglang/flashinfer/autotune/0.7.2/sm120/*/*.json")
+        assert set(owner.stdout.split()) == {"sglang"}
+    without = ready_seconds("fleet-r1")
+    with_cache = {name: ready_seconds(name) for name in ("fleet-r2", "fleet-r3")}
+    assert all(seconds < without for seconds in with_cache.values()), (without, with_cache)
+    killed = killed_and_rerun["killed"]
+    figures = {"fleet_by": fleet["deployed_by"], "fleet_seconds": round(fleet["deploy_seconds"], 1),
+               "failed_roll_seconds": round(failed_roll["seconds"], 1),
+               "killed_roll_seconds": round(killed["seconds"], 1),
+               "rerun_seconds": round(killed_and_rerun["seconds"], 1),
+               "rerun_per_replica": round(killed_and_rerun["seconds"] / 3, 1),
+               "served": traffic.served + failed_roll["traffic"].served,
+               "failed": traffic.failed + failed_roll["traffic"].failed,
+               "min_healthy": min(traffic.min_healthy, failed_roll["traffic"].min_healthy),
+               "out_of_gateway_seconds_killed_and_rerun": {u.split("//")[1]: round(s, 1)
+                                                           for u, s in traffic.out_seconds.items()},
+               "ready_seconds_without_cache": without, "ready_seconds_with_cache": with_cache,
+               "wall_seconds_so_far": round(time.monotonic() - fleet["began"], 1),
+               "cpu_seconds_so_far": round(cpu_seconds(), 1), "load_average": os.getloadavg()[0]}
+    print("FLEET FIGURES", json.dumps(figures))
+    record_property("fleet", figures)
+
+
+OUT_AND_BACK = """\
+- name: Take a replica out of the gateway and put it back, as the roll does
+  hosts: {gateway}
+  gather_facts: false
+  vars:
+    sglang_router_worker_url: {url}
+    sglang_router_effective_url: http://127.0.0.1:30000
+  tasks:
+    - name: Take it out
+      ansible.builtin.include_role: {{name: sglang_router, tasks_from: workers}}
+      vars: {{sglang_router_worker_state: absent}}
+    - name: Put it back
+      ansible.builtin.include_role: {{name: sglang_router, tasks_from: workers}}
+      vars: {{sglang_router_worker_state: present}}
+"""
+
+
+def test_a_take_out_left_draining_by_a_killed_controller_is_waited_for(killed_and_rerun, fleet):
+    """A controller killed right after its DELETE leaves smg draining that worker for 5 s; a second
+    DELETE would drop it at once, and the first removal, when its drain ends, would take out the
+    worker put back meanwhile. The next take-out sends no second DELETE and waits instead."""
+    tmp, url = fleet["tmp"], URLS["fleet-r3"]
+    playbook = tmp / "out-and-back.yml"
+    playbook.write_text(OUT_AND_BACK.format(gateway=GATEWAY, url=url))
+    worker = next(w for w in workers() if w["url"] == url)
+    with Traffic() as traffic:
+        sent = time.monotonic()
+        request = urllib.request.Request(f"http://{GATEWAY_IP}:30000/workers/{worker['id']}", method="DELETE")
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            assert answer.status == 202
+        done, _ = play(tmp, str(playbook), log="out-and-back")
+        time.sleep(max(0.0, sent + SMG_DRAIN_SECONDS + 1.5 - time.monotonic()))   # past the first removal
+        after = {w["url"]: w["is_healthy"] for w in workers()}
+    assert done.returncode == 0, done.stdout[-3000:]
+    journal = docker("exec", GATEWAY, "journalctl", "-u", "sglang-router", "--no-pager", "-o", "cat").stdout
+    deletes = [line for line in journal.splitlines()
+               if f"/workers/{worker['id']}" in line and "DELETE" in line and "finished processing" in line]
+    assert len(deletes) == 1, deletes   # the test's own, no second one from the role
+    assert after == {u: True for u in URLS.values()}
+    assert traffic.failed == 0, traffic.errors[:5]
+    assert traffic.min_healthy >= len(REPLICAS) - 1
