@@ -14,6 +14,7 @@ import pytest
 from ansible.module_utils import sglang_router_unit as unit
 from ansible.module_utils import systemd_files, systemd_text
 from conftest import REPO, tree_digest, wheel_cache
+from fleet_harness import downloaded
 
 ROLE = REPO / "roles" / "sglang_router"
 
@@ -142,16 +143,17 @@ def test_the_gateway_unit_is_accepted_by_systemd():
 
 @pytest.fixture(scope="module")
 def smg_python(tmp_path_factory) -> Path:
-    """smg 1.13.0 from the wheel cache in a fresh uv venv (the installer the role uses)."""
-    wheels = wheel_cache()
-    if not list(wheels.glob("smg-1.13.0-*.whl")):
-        pytest.skip(f"no smg wheel in {wheels}: pip download --dest {wheels} smg==1.13.0")
+    """smg 1.13.0 from PyPI (once, into the wheel cache, as the fleet test fetches it) in a fresh
+    uv venv (the installer the role uses)."""
+    smg = downloaded("smg==1.13.0", wheel_cache() / "smg-1.13.0", "smg-1.13.0-*.whl", deps=True)[0].parent
+    uv = downloaded("uv==0.13.9", wheel_cache(), "uv-0.13.9-*.whl", deps=False)[-1]
     tmp = tmp_path_factory.mktemp("smg")
     subprocess.run([sys.executable, "-m", "venv", tmp / "uv"], check=True)
-    subprocess.run([tmp / "uv/bin/pip", "install", "-q", "--no-index", "--find-links", wheels, "uv==0.13.9"], check=True)
+    subprocess.run([tmp / "uv/bin/pip", "install", "-q", "--no-index", "--find-links", uv.parent, "uv==0.13.9"],
+                   check=True)
     subprocess.run([tmp / "uv/bin/uv", "venv", "-q", tmp / "smg"], check=True)
     subprocess.run([tmp / "uv/bin/uv", "pip", "install", "-q", "--python", tmp / "smg/bin/python", "--no-index",
-                    "--find-links", wheels, "smg==1.13.0"], check=True)
+                    "--find-links", smg, "smg==1.13.0"], check=True)
     return tmp / "smg/bin/python"
 
 
