@@ -242,3 +242,18 @@ def test_the_unit_systemd_reads_is_accepted_by_systemd(tmp_path):
     problem = files.unit_problem(StandinModule({}).run_command, "sglang", text)
     assert problem is None
     assert '"glm 100%% $$HOME"' in text
+
+
+def test_a_write_that_fails_is_named_with_the_files_that_were_due(target, monkeypatch):
+    module, tmp = target
+    call(module, params())
+
+    def fail(wanted):
+        raise OSError(f"disk full writing {wanted.path}")
+
+    monkeypatch.setattr(files, "write", fail)
+    failed = call(module, params(argv=["--model-path", "/other"]))
+    assert failed.failed
+    assert failed.result["msg"].startswith("writing the files of sglang.service failed: disk full writing ")
+    assert failed.result["changed_files"] == [str(tmp / "units" / "sglang.service")]
+    assert SECRET not in failed.result["msg"]

@@ -65,11 +65,9 @@ changed_files:
   elements: str
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_router_unit import env_file_text, unit_text
-from ansible.module_utils.systemd_files import Wanted, diff_entry, differences, mask_env, read_text, unit_problem, write
+from ansible.module_utils.systemd_files import FilesError, Wanted, converge
 from ansible.module_utils.systemd_text import UnitError
 
 CONFIG_DIR = "/etc/sglang"
@@ -89,30 +87,11 @@ def run(module: AnsibleModule) -> None:
         module.fail_json(msg="refusing to render the unit: " + "; ".join(exc.problems), problems=exc.problems,
                          changed_files=[])
     try:
-        due = [w for w in (env, unit) if differences(w)]
-        befores = {w.path: read_text(w.path) for w in due}
-    except OSError as exc:
-        module.fail_json(msg=str(exc), changed_files=[])
-    if unit in due:
-        problem = unit_problem(lambda argv: module.run_command(argv), name, unit.text or "")
-        if problem:
-            module.fail_json(msg=f"systemd-analyze verify rejected the new {name}.service; no file was "
-                                 f"written and the installed unit is unchanged: {problem}", changed_files=[])
-    diff = []
-    for wanted in due:
-        entry = diff_entry(wanted, befores[wanted.path])
-        if wanted is env:
-            entry.update(before=mask_env(entry["before"], {KEY_VARIABLE}),
-                         after=mask_env(entry["after"], {KEY_VARIABLE}))
-        diff.append(entry)
-    if due and not module.check_mode:
-        try:
-            os.makedirs(CONFIG_DIR, mode=0o755, exist_ok=True)
-            for wanted in due:
-                write(wanted)
-        except OSError as exc:
-            module.fail_json(msg=f"writing the gateway's files failed: {exc}", changed_files=[w.path for w in due])
-    module.exit_json(changed=bool(due), diff=diff, changed_files=[w.path for w in due])
+        changed, diff = converge([env, unit], unit, name, module.run_command, module.check_mode,
+                                 env=env, secret_names=frozenset({KEY_VARIABLE}))
+    except FilesError as exc:
+        module.fail_json(msg=str(exc), changed_files=exc.written)
+    module.exit_json(changed=bool(changed), diff=diff, changed_files=changed)
 
 
 def main() -> None:

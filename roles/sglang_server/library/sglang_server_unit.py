@@ -127,18 +127,8 @@ problems:
   elements: str
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.systemd_files import (
-    Wanted,
-    diff_entry,
-    differences,
-    mask_env,
-    read_text,
-    unit_problem,
-    write,
-)
+from ansible.module_utils.systemd_files import FilesError, Wanted, converge
 from ansible.module_utils.sglang_settings import secret_env_names
 from ansible.module_utils.sglang_unit import config_file_text, env_file_text, unit_text
 from ansible.module_utils.systemd_text import UnitError
@@ -159,10 +149,9 @@ def environment_of(params: dict) -> dict:
     return environment
 
 
-def wanted_files(params: dict) -> tuple[Wanted, Wanted, Wanted]:
+def wanted_files(params: dict, environment: dict) -> tuple[Wanted, Wanted, Wanted]:
     """(environment file, key file, unit) as they should be; UnitError names a refused value."""
     name = params["name"]
-    environment = environment_of(params)
     env = Wanted(f"{CONFIG_DIR}/{name}.env", env_file_text(name, environment), 0o600)
     key_text = None
     if params["api_key_way"] == "config":
@@ -177,41 +166,21 @@ def wanted_files(params: dict) -> tuple[Wanted, Wanted, Wanted]:
 
 def run(module: AnsibleModule) -> None:
     params = module.params
-    secrets = set(secret_env_names(environment_of(params)))
-    module.no_log_values.update(
-        str(v) for k, v in environment_of(params).items() if k in secrets and str(v))
+    environment = environment_of(params)
+    secrets = frozenset(secret_env_names(environment))
+    module.no_log_values.update(str(v) for k, v in environment.items() if k in secrets and str(v))
     try:
-        env, key, unit = wanted_files(params)
+        env, key, unit = wanted_files(params, environment)
     except UnitError as exc:
         module.fail_json(msg="refusing to render the unit: " + "; ".join(exc.problems),
                          problems=exc.problems, changed_files=[])
     try:
-        due = [w for w in (env, key, unit) if differences(w)]
-        befores = {w.path: read_text(w.path) for w in due}
-    except OSError as exc:
-        module.fail_json(msg=str(exc), changed_files=[])
-    if unit in due and params["verify"]:
-        problem = unit_problem(lambda argv: module.run_command(argv), params["name"], unit.text or "")
-        if problem:
-            module.fail_json(msg=f"systemd-analyze verify rejected the new {params['name']}.service; "
-                                 f"no file was written and the installed unit is unchanged: {problem}",
-                             changed_files=[], unit=unit.text)
-    diff = []
-    for wanted in due:
-        entry = diff_entry(wanted, befores[wanted.path])
-        if wanted is env:
-            entry.update(before=mask_env(entry["before"], secrets), after=mask_env(entry["after"], secrets))
-        diff.append(entry)
-    if due and not module.check_mode:
-        try:
-            os.makedirs(CONFIG_DIR, mode=0o755, exist_ok=True)
-            for wanted in due:
-                write(wanted)
-        except OSError as exc:
-            module.fail_json(msg=f"writing the server's files failed: {exc}",
-                             changed_files=[w.path for w in due])
-    module.exit_json(changed=bool(due), diff=diff, changed_files=[w.path for w in due],
-                     unit=unit.text, unit_path=unit.path)
+        changed, diff = converge([env, key, unit], unit, params["name"], module.run_command,
+                                 module.check_mode, params["verify"], env, secrets)
+    except FilesError as exc:
+        module.fail_json(msg=str(exc), changed_files=exc.written, unit=unit.text)
+    module.exit_json(changed=bool(changed), diff=diff, changed_files=changed, unit=unit.text,
+                     unit_path=unit.path)
 
 
 def main() -> None:

@@ -130,3 +130,48 @@ def mask_env(text: Optional[str], secret_names: set[str]) -> str:
         key = line.split("=", 1)[0]
         lines.append(f'{key}="********"\n' if "=" in line and key in secret_names else line)
     return "".join(lines)
+
+
+class FilesError(Exception):
+    """The files could not be read, the unit was rejected, or a write failed; ``written`` lists
+    the paths that were due when it happened (empty before any write)."""
+
+    def __init__(self, message: str, written: Optional[list[str]] = None) -> None:
+        super().__init__(message)
+        self.written = written or []
+
+
+def converge(files: list[Wanted], unit: Wanted, name: str, run: Runner, check_mode: bool,
+             verify: bool = True, env: Optional[Wanted] = None,
+             secret_names: frozenset[str] = frozenset()) -> tuple[list[str], list[dict[str, str]]]:
+    """Make ``files`` (``unit`` and ``env`` among them) what they should be: (changed paths, --diff).
+
+    What differs is found first; a changed ``unit`` is verified with systemd before anything is
+    written, so a rejected unit writes nothing. ``env``'s diff hides the values of
+    ``secret_names``. In check mode nothing is written. FilesError says what went wrong.
+    """
+    try:
+        due = [wanted for wanted in files if differences(wanted)]
+        befores = {wanted.path: read_text(wanted.path) for wanted in due}
+    except OSError as exc:
+        raise FilesError(str(exc)) from None
+    if unit in due and verify:
+        problem = unit_problem(run, name, unit.text or "")
+        if problem:
+            raise FilesError(f"systemd-analyze verify rejected the new {name}.service; no file was "
+                             f"written and the installed unit is unchanged: {problem}")
+    diff = []
+    for wanted in due:
+        entry = diff_entry(wanted, befores[wanted.path])
+        if wanted is env:
+            entry.update(before=mask_env(entry["before"], set(secret_names)),
+                         after=mask_env(entry["after"], set(secret_names)))
+        diff.append(entry)
+    if due and not check_mode:
+        try:
+            for wanted in due:
+                os.makedirs(os.path.dirname(wanted.path), mode=0o755, exist_ok=True)
+                write(wanted)
+        except OSError as exc:
+            raise FilesError(f"writing the files of {name}.service failed: {exc}", [w.path for w in due]) from None
+    return [wanted.path for wanted in due], diff
