@@ -202,7 +202,13 @@ def test_validate_playbook_runs_the_deploy_checks():
     (task,) = play[0]["tasks"]
     assert task["ansible.builtin.include_role"] == {"name": "sglang_server", "tasks_from": "validate"}
     main = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
-    assert main[0]["ansible.builtin.include_tasks"] == "validate.yml"
+    first = next(i for i, task in enumerate(main) if task.get("ansible.builtin.include_tasks") == "validate.yml")
+    # Before it only checks and reads: the SM check and the answer-check fallback read from the replica.
+    assert [next(k for k in task if k.startswith("ansible.builtin.")) for task in main[:first]] == [
+        "ansible.builtin.assert", "ansible.builtin.include_tasks"]
+    assert main[first - 1]["ansible.builtin.include_tasks"] == "fallback.yml"
+    fallback = (ROLE / "tasks" / "fallback.yml").read_text()
+    assert "ansible.builtin.copy" not in fallback and "ansible.builtin.file" not in fallback
 
 
 def test_later_tasks_read_the_effective_values_only():
@@ -218,7 +224,10 @@ def test_later_tasks_read_the_effective_values_only():
     prove = (ROLE / "tasks" / "prove.yml").read_text()
     # the ranks of this node: tp-size on one node, tp-size / nnodes on each node of a multi-node replica
     assert "sglang_server_effective.ready_url" in prove and "sglang_server_effective.local_tp_size" in prove
-    assert "sglang_autotune_result.enabled)" in prove
+    # The proof expects what the autotune role published, less an answer-check fallback that turned it off.
+    assert "sglang_autotune_evidence(sglang_server_effective.local_tp_size, sglang_server_tuned | bool)" in prove
+    assert "sglang_server_tuned: \"{{ (sglang_autotune_result.enabled | default(true)) and fallback != 'untuned' }}\"" in (
+        ROLE / "tasks" / "fallback.yml").read_text()
 
 
 @pytest.mark.parametrize("extra", [

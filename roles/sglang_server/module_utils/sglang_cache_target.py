@@ -61,29 +61,54 @@ def complete_set_problem(files: dict[str, bytes], tp_size: int) -> str:
     return ""
 
 
-def hand_in(staging: Path, dest: Path, tp_size: int, check: bool = False) -> dict[str, Any]:
+PROOF = "proof.json"
+
+
+def proof_problem(proof: Any) -> str:
+    """Why a cache's proof does not let it go to the fleet ("" when it does)."""
+    answers = proof.get("answers") if isinstance(proof, dict) else None
+    if not isinstance(answers, dict):
+        return "it carries no answer check (proof.json with answers)"
+    if answers.get("passed") is not True:
+        return "its replica's answers did not pass the check"
+    return ""
+
+
+def hand_in(staging: Path, dest: Path, tp_size: int, check: bool = False,
+            proof: dict[str, Any] | None = None) -> dict[str, Any]:
     """Move one replica's fetched cache (staging) to the fleet's dest in one rename, or say why not.
 
     The first complete set wins: dest is never overwritten or merged, so every
-    file of it comes from one replica. The staging directory is removed after.
+    file of it comes from one replica. Only regular files count (a link is
+    refused), and only a replica whose answers passed hands in: its proof
+    (versions, SM, the check's result) is kept beside the rank files as
+    proof.json. The staging directory is removed after.
     """
-    files = {p.name: p.read_bytes() for p in sorted(staging.glob("*")) if p.is_file()} if staging.is_dir() else {}
+    entries = sorted(staging.iterdir()) if staging.is_dir() and not staging.is_symlink() else []
+    links = [p.name for p in entries if p.is_symlink() or not p.is_file()]
+    files = {p.name: p.read_bytes() for p in entries if p.name not in links}
     if dest.is_dir():
         result = {"handed_in": False, "msg": f"the fleet already has {dest}; kept it"}
+    elif links:
+        result = {"handed_in": False, "msg": f"not handed in: {', '.join(links)} in {staging} "
+                  "is not a regular file (a link or a directory)"}
     elif not files:
         result = {"handed_in": False, "msg": f"nothing fetched into {staging}"}
     else:
-        problem = complete_set_problem(files, tp_size)
+        problem = complete_set_problem(files, tp_size) or proof_problem(proof)
         result = {"handed_in": not problem, "msg": f"not handed in: {problem}" if problem else
-                  f"handed in {len(files)} rank file(s) as {dest}", "files": sorted(files)}
+                  f"handed in {len(files)} rank file(s) as {dest}, with their proof", "files": sorted(files)}
     if check:
         return {**result, "changed": result["handed_in"]}
     if result["handed_in"]:
+        (staging / PROOF).write_text(json.dumps(proof, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.rename(staging, dest)   # atomic; refused when another replica got there first
         except OSError:
             result = {"handed_in": False, "msg": f"another replica handed in {dest} first; kept it"}
-    if staging.exists():
+    if staging.is_symlink():
+        staging.unlink()
+    elif staging.exists():
         shutil.rmtree(staging)
     return {**result, "changed": result["handed_in"] or bool(files)}
