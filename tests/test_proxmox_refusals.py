@@ -138,3 +138,20 @@ def test_an_existing_container_of_ours_gets_net0_without_the_old_gateway(node):
     net0 = node.pve.ct(VMID).config["net0"]
     assert "gw=" not in net0 and "bridge=vmbr0" in net0 and "hwaddr=BC:24:11:00:00:09" in net0, net0
     assert NODE == "pve1"
+
+
+OURS = {"hostname": "sglang1", "cores": 32, "memory": 262144, "swap": 0, "onboot": 1, "features": "nesting=1",
+        "unprivileged": 1, "net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth",
+        "rootfs": "local-lvm:vm-120-disk-0,size=200G"}
+
+
+@pytest.mark.parametrize("mode", [[], ["--check"]], ids=["real", "check"])
+def test_a_read_only_conf_file_is_named_in_check_mode_as_in_the_real_run(node, mode):
+    from ro_mount import read_only
+
+    node.add_ct(status="stopped", config=OURS)
+    with read_only(node.confdir):
+        message = refused(node, "-e", "lxc_container_passthrough=raw", "-e", "lxc_container_cgroup=v2", *mode)
+    for needle in (f"cannot write {node.confdir}/120.conf: its file system is read-only", "pvecm status",
+                   "Nothing was written"):
+        assert needle in message, message

@@ -118,3 +118,26 @@ def test_an_api_host_url_or_host_port_is_named(host, needle):
     assert message and needle in message, message
     for good in ("pve1.example.internal", "127.0.0.51", "::1", "[::1]"):
         assert api_host_problem(good) is None
+
+
+def test_a_403_only_root_at_pam_may_pass_says_so_and_not_grant():
+    import proxmoxer
+    from ansible.module_utils.pve_api import ApiLogin, explain
+
+    login = ApiLogin(host="pve1", port=8006, user="root@pam", token_id="ansible", token_secret="s3cr3t")
+    exc = proxmoxer.ResourceException(403, "Forbidden", "Permission check failed (configuring device passthrough "
+                                      "is only allowed for root@pam)")
+    message = explain(exc, login, "PUT /nodes/pve1/lxc/120/config")
+    assert "root@pam alone" in message and "lxc_container_api_password" in message, message
+    assert "Grant the privilege" not in message
+
+
+def test_a_500_on_the_ticket_is_not_called_a_refused_password():
+    from proxmoxer import AuthenticationError
+    from ansible.module_utils.pve_api import ApiLogin, explain
+
+    login = ApiLogin(host="pve1", port=8006, user="root@pam", password="pw")
+    message = explain(AuthenticationError("Couldn't authenticate user: root@pam to https://pve1:8006/api2/json"
+                                          "/access/ticket code: 500"), login, "POST /access/ticket")
+    assert "answered 500" in message and "refused" not in message and "401" not in message, message
+    assert "(401)" in explain(AuthenticationError("... code: 401"), login, "POST /access/ticket")
