@@ -117,6 +117,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pve_api import (
     API_ARGUMENT_SPEC,
     ApiLogin,
+    Progress,
     PveFault,
     call,
     connect,
@@ -160,32 +161,6 @@ ARGUMENT_SPEC = dict(
     restart={"type": "bool", "default": False},
     task_timeout={"type": "int", "default": 300},
 )
-
-
-class Progress:
-    """What this run has done so far, for a fault's message: never "Nothing was changed" after a write."""
-
-    def __init__(self) -> None:
-        self.done: list[str] = []
-        self.sending = ""
-        self.created = False
-
-    def message(self, fault: PveFault) -> str:
-        text = str(fault)
-        if not self.done and not self.sending:
-            return text
-        for claim in (" Nothing was changed.", " Nothing else was changed.", " nothing was changed."):
-            text = text.replace(claim, "")
-        parts = []
-        if self.done:
-            parts.append(f"Already done in this run before the fault: {'; '.join(self.done)}.")
-        if self.sending and fault.answered:
-            parts.append(f"The API refused {self.sending}, so that request changed nothing.")
-        elif self.sending:
-            parts.append(f"{self.sending} was sent and no answer came: whether it took effect is unknown (`pct "
-                         "config VMID` and Datacenter > Tasks on the node show it).")
-        parts.append("Re-run once the cause is fixed: the run converges from what exists.")
-        return f"{text} {' '.join(parts)}"
 
 
 class Container:

@@ -54,6 +54,32 @@ class PveFault(Exception):
         self.answered = answered
 
 
+class Progress:
+    """What this run has done so far, for a fault's message: never "Nothing was changed" after a write."""
+
+    def __init__(self) -> None:
+        self.done: list[str] = []
+        self.sending = ""
+        self.created = False
+
+    def message(self, fault: PveFault) -> str:
+        text = str(fault)
+        if not self.done and not self.sending:
+            return text
+        for claim in (" Nothing was changed.", " Nothing else was changed.", " nothing was changed."):
+            text = text.replace(claim, "")
+        parts = []
+        if self.done:
+            parts.append(f"Already done in this run before the fault: {'; '.join(self.done)}.")
+        if self.sending and fault.answered:
+            parts.append(f"The API refused {self.sending}, so that request changed nothing.")
+        elif self.sending:
+            parts.append(f"{self.sending} was sent and no answer came: whether it took effect is unknown (`pct "
+                         "config VMID` and Datacenter > Tasks on the node show it).")
+        parts.append("Re-run once the cause is fixed: the run converges from what exists.")
+        return f"{text} {' '.join(parts)}"
+
+
 def api_host_problem(host: str) -> str | None:
     """Why host is not a bare host name or address (a URL or host:port was given), or None."""
     text = str(host)
