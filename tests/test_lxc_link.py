@@ -246,3 +246,84 @@ def test_this_hosts_own_interfaces_parse() -> None:
         assert plan_bridge(shown, link)[0][:3] == ["ip", "link", "add"]
     with pytest.raises(ValueError, match="exists and is not a bridge"):
         plan_bridge(shown, parse_link("lo", "169.254.201.1/24", "169.254.201.2"))
+
+
+# --------------------------------------------------- the playbook: the rootfs check comes first (D10)
+
+import contextlib  # noqa: E402
+import os  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from conftest import REPO, run_playbook, tree_digest  # noqa: E402
+from fake_nvidia_root import build  # noqa: E402
+from ro_mount import read_only  # noqa: E402
+
+STATE_AND_IP = """#!/bin/sh
+# STAND-IN for lxc-info and ip (a plain-LXC host): the container exists, stopped; ip lists no
+# interface and logs anything else it is asked to do.
+case "$(basename "$0")" in
+  lxc-info) echo STOPPED ;;
+  ip) if [ "$1" = "-j" ]; then echo '[]'; else echo "$*" >> "$STANDIN_LOG"; fi ;;
+  *) echo "$(basename "$0") $*" >> "$STANDIN_LOG" ;;
+esac
+"""
+
+
+def plain_lxc_run(tmp_path: Path, config: str, *extra: str, ro: bool = False):
+    """container.yml (lxc backend) on a container pytest-d10 that exists with this config, stopped.
+
+    lxc-* and ip are stand-ins that log what they are asked to do; returns (run, log, digest before).
+    """
+    lxcpath = tmp_path / "lxc"
+    (lxcpath / "pytest-d10" / "rootfs").mkdir(parents=True, exist_ok=True)
+    (lxcpath / "pytest-d10" / "config").write_text(config.replace("LXCPATH", str(lxcpath)))
+    stubs = tmp_path / "stubbin"
+    stubs.mkdir()
+    for name in ("lxc-info", "ip", "lxc-start", "lxc-create"):
+        (stubs / name).write_text(STATE_AND_IP)
+        (stubs / name).chmod(0o755)
+    log = tmp_path / "standin.log"
+    root = tmp_path / "fake-root"
+    build(REPO / "tests" / "fixtures" / "gpu" / "h200-2gpu", root)
+    before = tree_digest(lxcpath)
+    private = tmp_path / "runner"
+    private.mkdir()
+    with read_only(lxcpath / "pytest-d10") if ro else contextlib.nullcontext():
+        run = run_playbook(private, "container.yml",
+                           ["-e", "lxc_container_backend=lxc", "-e", "lxc_container_name=pytest-d10",
+                            "-e", f"lxc_container_lxcpath={lxcpath}", "-e", f"lxc_container_device_root={root}",
+                            *extra],
+                           inventory="[lxc_hosts]\nlocalhost ansible_connection=local\n",
+                           envvars={"PATH": f"{stubs}:{os.environ['PATH']}", "STANDIN_LOG": str(log)})
+    assert tree_digest(lxcpath) == before
+    assert not log.exists(), log.read_text()
+    return run
+
+
+@pytest.mark.parametrize("config", ["lxc.uts.name = pytest-d10\n",
+                                    "lxc.uts.name = pytest-d10\nlxc.rootfs.path = dir:/\n",
+                                    "lxc.uts.name = pytest-d10\nlxc.rootfs.path = dir:LXCPATH/pytest-d10/rootfs\n"],
+                         ids=["no-rootfs", "host-root", "no-init"])
+@pytest.mark.parametrize("bridge", [False, True], ids=["no-link", "link"])
+def test_a_config_without_its_rootfs_is_refused_before_a_net_line_or_bridge(tmp_path: Path, config: str,
+                                                                            bridge: bool) -> None:
+    link = ["-e", "lxc_container_lxc_bridge=pyd10br0", "-e", "lxc_container_lxc_bridge_address=169.254.203.1/24",
+            "-e", "lxc_container_address=169.254.203.2"] if bridge else []
+    run = plain_lxc_run(tmp_path, config, *link)
+    assert run.status == "failed", run.stdout
+    message = " ".join(run.failures)
+    for needle in ("pytest-d10: ", "Nothing was written to", "no host bridge was made"):
+        assert needle in message, message
+    assert "lxc_gpu_passthrough" not in run.actions
+
+
+@pytest.mark.parametrize("mode", [[], ["--check"]], ids=["real", "check"])
+def test_a_read_only_config_is_named_in_check_mode_as_in_the_real_run(tmp_path: Path, mode: list) -> None:
+    container = tmp_path / "lxc" / "pytest-d10"
+    (container / "rootfs" / "sbin").mkdir(parents=True)
+    (container / "rootfs" / "sbin" / "init").write_text("")
+    config = "lxc.uts.name = pytest-d10\nlxc.rootfs.path = dir:LXCPATH/pytest-d10/rootfs\n"
+    run = plain_lxc_run(tmp_path, config, *mode, ro=True)
+    assert run.status == "failed", run.stdout
+    message = " ".join(run.failures)
+    assert f"cannot write {container}/config: its file system is read-only" in message, message

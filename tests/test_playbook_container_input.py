@@ -78,7 +78,11 @@ LXC_CASES = [
      ["lxc_container_memlock=", "must be unlimited, a number of bytes, or empty"]),
     ("h200-2gpu", ["-e", "lxc_container_backend=proxmox", "-e", "lxc_container_vmid=42",
                    "-e", "lxc_container_api_token_id=ansible@pve!deploy", "-e", "lxc_container_api_token_secret=x"],
-     ["lxc_container_vmid=42 is out of range", "100 to 999999999"]),
+     ['lxc_container_vmid="42" is not a Proxmox container id', "100 to 999999999"]),
+    ("h200-2gpu", ["-e", "lxc_container_backend=proxmox", "-e", '{"lxc_container_vmid": "120 "}',
+                   "-e", "lxc_container_api_token_id=deploy", "-e", "lxc_container_api_token_secret=x"],
+     ['lxc_container_vmid="120 " is not a Proxmox container id: digits only (no space, sign or leading 0)']),
+    ("h200-2gpu", ["-e", "lxc_container_name=sglang-"], ["is not a host name", "neither starting nor ending with -"]),
     ("h200-2gpu", ["-e", "lxc_container_backend=proxmox", "-e", "lxc_container_address=10.0.0.5"],
      ["needs an API token", "lxc_container_api_token_secret is empty", "Ansible Vault"]),
     # How later plays reach a plain LXC container, and its host-only link.

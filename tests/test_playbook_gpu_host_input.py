@@ -14,6 +14,7 @@ from conftest import REPO, run_playbook, tree_digest
 
 sys.path.insert(0, str(REPO / "tests"))
 from fake_nvidia_root import build  # noqa: E402
+from ro_mount import read_only  # noqa: E402
 
 GPU_FIXTURES = REPO / "tests" / "fixtures" / "gpu"
 INVENTORY = "[proxmox_hosts]\nlocalhost ansible_connection=local\n"
@@ -49,7 +50,7 @@ def test_refusal_changes_nothing(tmp_path, fixture, extra, needles):
         "-e", "gpu_host_skip_proxmox_check_for_tests=true",
         "-e", f"gpu_host_modules_load_file={etc}/modules-load.conf", "-e", f"gpu_host_unit_dir={etc}",
         *extra,
-    ], inventory=INVENTORY)
+    ], inventory=INVENTORY, envvars={"SYSTEMD_UNIT_PATH": str(etc)})
     assert run.status == "failed", run.stdout
     assert run.changed == 0
     message = " ".join(run.failures)
@@ -57,3 +58,48 @@ def test_refusal_changes_nothing(tmp_path, fixture, extra, needles):
         assert needle in message, message
     assert list(etc.iterdir()) == []  # no modules-load file, no unit
     assert tree_digest(root) == before
+
+
+def where_the_files_go(tmp_path: Path, *extra: str, search: Path, ro: Path | None = None) -> tuple[str, Path]:
+    """gpu_host.yml on a host that passes every check but where its two files go; returns the failure."""
+    fixture = "synthetic-8gpu-imex-after-caps"
+    root = tmp_path / "root"
+    build(GPU_FIXTURES / fixture, root)
+    etc = tmp_path / "etc"
+    before = tree_digest(root, etc)
+    private = tmp_path / "runner"
+    private.mkdir()
+    args = ["-e", f"gpu_host_root={root}", "-e", f"gpu_host_nvidia_smi_csv={GPU_FIXTURES / fixture / 'query-gpu.csv'}",
+            "-e", "gpu_host_skip_proxmox_check_for_tests=true", "-e", "gpu_host_persistenced=false", *extra]
+    run = run_playbook(private, "gpu_host.yml", args, inventory=INVENTORY, envvars={"SYSTEMD_UNIT_PATH": str(search)})
+    assert run.status == "failed", run.stdout
+    assert run.changed == 0
+    assert tree_digest(root, etc) == before
+    return " ".join(" ".join(run.failures).split()), etc
+
+
+@pytest.mark.parametrize("mode", [[], ["--check"]], ids=["real", "check"])
+def test_a_unit_dir_systemd_does_not_read_is_refused_before_any_write(tmp_path, mode):
+    (tmp_path / "etc" / "units").mkdir(parents=True)
+    (tmp_path / "etc" / "modules-load.d").mkdir()
+    message, etc = where_the_files_go(
+        tmp_path, "-e", f"gpu_host_unit_dir={tmp_path / 'etc' / 'units'}",
+        "-e", f"gpu_host_modules_load_file={tmp_path / 'etc' / 'modules-load.d' / 'nvidia.conf'}", *mode,
+        search=tmp_path / "etc" / "system")
+    for needle in (f"gpu_host_unit_dir=\"{tmp_path / 'etc' / 'units'}\" is not a directory systemd loads units from",
+                   f"it reads {tmp_path / 'etc' / 'system'}", "Nothing was changed"):
+        assert needle in message, message
+
+
+@pytest.mark.parametrize("mode", [[], ["--check"]], ids=["real", "check"])
+@pytest.mark.parametrize("which", ["modules-load.d", "system"])
+def test_a_read_only_target_is_refused_in_check_mode_as_in_the_real_run(tmp_path, mode, which):
+    for name in ("modules-load.d", "system"):
+        (tmp_path / "etc" / name).mkdir(parents=True)
+    with read_only(tmp_path / "etc" / which):
+        message, _ = where_the_files_go(
+            tmp_path, "-e", f"gpu_host_unit_dir={tmp_path / 'etc' / 'system'}",
+            "-e", f"gpu_host_modules_load_file={tmp_path / 'etc' / 'modules-load.d' / 'nvidia.conf'}", *mode,
+            search=tmp_path / "etc" / "system")
+    for needle in (f"gpu_host cannot write {tmp_path / 'etc' / which}", "read-only file system", "Nothing was changed"):
+        assert needle in message, message

@@ -56,11 +56,18 @@ def test_quorum_and_node_state_from_cluster_status():
     assert "has no node 'pve7'" in quorum_problem(healthy, "pve7")
 
 
-@pytest.mark.parametrize("lock", ["backup", "migrate", "snapshot", "create", "rollback"])
+@pytest.mark.parametrize("lock", ["backup", "migrate", "snapshot", "rollback"])
 def test_every_lock_is_named(lock):
     message = lock_problem(120, {"lock": lock})
     assert f"locked ({lock})" in message and "pct unlock 120" in message
     assert lock_problem(120, {}) is None
+
+
+def test_a_create_lock_is_an_unfinished_create_to_destroy_not_unlock():
+    message = lock_problem(120, {"lock": "create"}, "pve1")
+    for needle in ("locked (create)", "create did not finish", "--vmid 120 --source active", "pct destroy 120"):
+        assert needle in message, message
+    assert "`pct unlock 120`" not in message
 
 
 def test_privileges_come_from_access_permissions_with_inheritance():

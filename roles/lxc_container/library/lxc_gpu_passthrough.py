@@ -125,7 +125,7 @@ from ansible.module_utils.lxc_passthrough import (
     raw_lines,
     rootfs_problem,
 )
-from ansible.module_utils.lxc_config_write import write_in_place
+from ansible.module_utils.lxc_config_write import write_in_place, write_problem
 
 SEPARATORS = {"lxc": " = ", "proxmox": ": "}
 
@@ -201,8 +201,16 @@ def main() -> None:
             )
     if plan.changed:
         result["diff"] = {"before": text, "after": plan.text, "before_header": path, "after_header": path}
+        # Probed in check mode too: --check fails where the real run would.
+        problem = write_problem(path)
+        if problem:
+            module.fail_json(msg=f"The container's GPU entries must change, but {problem}. Nothing was written.",
+                             **dict(result, changed=False))
         if not module.check_mode:
-            write_in_place(path, plan.text)
+            try:
+                write_in_place(path, plan.text)
+            except ValueError as exc:
+                module.fail_json(msg=f"{exc}. Nothing was written.", **dict(result, changed=False))
     module.exit_json(**result)
 
 

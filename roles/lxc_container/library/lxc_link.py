@@ -54,6 +54,12 @@ options:
     description: Fail when I(rootfs) holds no ssh host key (the container is reached by ssh).
     type: bool
     default: false
+  lxcpath:
+    description:
+      - Where containers live. Given with I(config_path), the config must name
+        C(LXCPATH/NAME/rootfs) as its rootfs and that rootfs must hold sbin/init, before any
+        line is written or any bridge made.
+    type: path
 author:
   - sglang-deploy project
 """
@@ -94,7 +100,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.lxc_config_write import write_in_place
+from ansible.module_utils.lxc_config_write import write_in_place, write_problem
 from ansible.module_utils.lxc_link import (
     net_lines,
     parse_link,
@@ -104,6 +110,7 @@ from ansible.module_utils.lxc_link import (
     plan_interfaces,
     plan_net,
 )
+from ansible.module_utils.lxc_passthrough import rootfs_problem
 
 
 def read(path: str) -> str | None:
@@ -135,6 +142,7 @@ def main() -> None:
             "config_path": {"type": "path"},
             "rootfs": {"type": "path"},
             "require_host_key": {"type": "bool", "default": False},
+            "lxcpath": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -145,6 +153,14 @@ def main() -> None:
     except ValueError as exc:
         module.fail_json(msg=f"Invalid network link for {p['name']}: {exc}. Nothing was changed.")
     wanted = net_lines(link, p["name"])
+    if p["config_path"] and p["lxcpath"] and os.path.isfile(p["config_path"]):
+        # The same check lxc_gpu_passthrough makes, before this module writes a line or makes a bridge.
+        init = os.path.join(p["lxcpath"], p["name"], "rootfs", "sbin", "init")
+        problem = rootfs_problem(read(p["config_path"]) or "", p["name"], p["lxcpath"], os.path.lexists(init))
+        if problem:
+            module.fail_json(msg=(f"{p['name']}: {problem}. Nothing was written to {p['config_path']} and no host "
+                                  f"bridge was made. Inspect it; lxc-destroy -n {p['name']} removes a half-made "
+                                  "container."), start_problem=problem)
     result = {"changed": False, "net_lines": [f"{k} = {v}" for k, v in wanted], "bridge_commands": [],
               "config_changed": False, "host_keys": [], "diff": []}
 
@@ -195,6 +211,10 @@ def main() -> None:
     result["changed"] = bool(p["config_path"]) and bool(result["bridge_commands"] or edits)
     result["diff"] = [{"before": before, "after": after, "before_header": path, "after_header": path}
                       for path, before, after, _ in edits]
+    problems = [problem for problem in (write_problem(path) for path, _, _, _ in edits) if problem]
+    if problems and p["config_path"]:
+        module.fail_json(msg=f"The link of {p['name']} needs these files changed, but {'; '.join(problems)}. Nothing "
+                             "was changed.", **dict(result, changed=False))
     if module.check_mode or not p["config_path"]:
         module.exit_json(**result)
     for command in result["bridge_commands"]:
@@ -202,7 +222,10 @@ def main() -> None:
         if rc != 0:
             module.fail_json(msg=f"{' '.join(command)} failed: {err.strip()}", **result)
     for path, _, after, mode in edits:
-        write(module, path, after, mode)
+        try:
+            write(module, path, after, mode)
+        except (OSError, ValueError) as exc:
+            module.fail_json(msg=f"{exc}. Re-run once it is writable.", **result)
     module.exit_json(**result)
 
 

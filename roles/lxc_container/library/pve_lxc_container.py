@@ -16,6 +16,11 @@ description:
   - Then creates the container (or changes the settings that differ), fetches the template
     when it is missing, and with I(state=started) starts it, or restarts it when I(restart) is
     true and it runs. A task that ends in C(TASK ERROR) fails the module, quoting its log line.
+  - Before any request, every value that goes into PVE's config is checked against PVE's own
+    formats (the vmid, host name, storage id, sizes, the netif keys and property strings, the
+    features). An existing container at the vmid with another hostname is refused, as is one whose
+    create never finished, or whose C(unprivileged) or smaller rootfs differ from the request.
+  - A fault after something was done says what was done (and returns C(changed), C(created)).
   - devN entries are not set here: PVE allows them to root@pam only (pve_lxc_devices).
 attributes:
   check_mode:
@@ -32,7 +37,7 @@ options:
   validate_certs: {description: Verify the API's TLS certificate., type: bool, default: true}
   api_timeout: {description: Seconds per API request., type: int, default: 30}
   node: {description: The Proxmox node that holds the container., type: str, required: true}
-  vmid: {description: The container id., type: int, required: true}
+  vmid: {description: "The container id: digits only, 100 to 999999999 (C(\"120 \") is refused).", type: raw, required: true}
   hostname: {description: The container's host name., type: str, required: true}
   ostemplate: {description: "The template volume, C(STORAGE:vztmpl/NAME).", type: str, required: true}
   fetch_template: {description: Download a missing template from Proxmox's appliance index., type: bool, default: true}
@@ -112,6 +117,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.pve_api import (
     API_ARGUMENT_SPEC,
     ApiLogin,
+    Progress,
     PveFault,
     call,
     connect,
@@ -121,15 +127,24 @@ from ansible.module_utils.pve_api import (
     quorum_problem,
     split_volid,
     task_error,
+    unfinished_create,
     wanted_privileges,
 )
-from ansible.module_utils.pve_container import Request, describe, plan_update
+from ansible.module_utils.pve_container import (
+    Request,
+    describe,
+    existing_problems,
+    plan_update,
+    request_problems,
+    split_disk,
+    vmid_of,
+)
 
 ARGUMENT_SPEC = dict(
     API_ARGUMENT_SPEC,
     api_token_id={"type": "str", "required": True},
     api_token_secret={"type": "str", "required": True, "no_log": True},
-    vmid={"type": "int", "required": True},
+    vmid={"type": "raw", "required": True},
     hostname={"type": "str", "required": True},
     ostemplate={"type": "str", "required": True},
     fetch_template={"type": "bool", "default": True},
@@ -151,7 +166,8 @@ ARGUMENT_SPEC = dict(
 class Container:
     """One container on one node, through one API client."""
 
-    def __init__(self, module: AnsibleModule, login: ApiLogin) -> None:
+    def __init__(self, module: AnsibleModule, login: ApiLogin, progress: Progress) -> None:
+        self.progress = progress
         self.module = module
         self.login = login
         self.params = module.params
@@ -163,8 +179,13 @@ class Container:
     def get(self, path: str, **query: object) -> object:
         return call(self.login, f"GET {path}", self.api(path.lstrip("/")).get, **query)
 
-    def write(self, method: str, path: str, **data: object) -> object:
-        return call(self.login, f"{method} {path}", getattr(self.api(path.lstrip("/")), method.lower()), **data)
+    def write(self, method: str, path: str, what: str, **data: object) -> object:
+        """One change; what it did goes into progress (a fault's message says it)."""
+        self.progress.sending = f"{method} {path} ({what})"
+        answer = call(self.login, f"{method} {path}", getattr(self.api(path.lstrip("/")), method.lower()), **data)
+        self.progress.done.append(self.progress.sending)
+        self.progress.sending = ""
+        return answer
 
     def wait(self, upid: str, what: str) -> None:
         """Wait for a task; its TASK ERROR line, quoted, fails the run."""
@@ -190,7 +211,7 @@ class Container:
         if problem:
             raise PveFault(problem)
         held = self.get("/access/permissions")
-        storage = self.params["disk"].partition(":")[0]
+        storage, _ = split_disk(self.params["disk"])
         template_storage, _ = split_volid(self.params["ostemplate"])
         missing = missing_privileges(held, wanted_privileges(self.vmid, storage, template_storage, creating, fetching))
         if missing:
@@ -198,6 +219,28 @@ class Container:
                            "managed. Grant them (for example `pveum acl modify /vms/{0} --tokens '{1}' --roles "
                            "PVEVMAdmin`, and PVEDatastoreUser on the storage), or use a token without privilege "
                            "separation. Nothing was changed.".format(self.vmid, self.login.who))
+        if creating:
+            self.storage_check(storage)
+
+    def storage_check(self, storage: str) -> None:
+        """The root disk's storage exists on the node, is enabled and takes container disks."""
+        listing = self.get(f"/nodes/{self.node}/storage")
+        found = {str(item.get("storage")): item for item in listing}
+        item = found.get(storage)
+        where = f"Storages on node {self.node}: {', '.join(sorted(found)) or 'none'} (`pvesm status` on the node)."
+        if item is None:
+            raise PveFault(f"lxc_container_storage={storage!r} is not a storage on node {self.node}. {where} Set "
+                           "lxc_container_storage to one that holds container disks (content rootdir). Nothing "
+                           "was changed.")
+        content = str(item.get("content", "")).split(",")
+        if "rootdir" not in content:
+            raise PveFault(f"Storage {storage} on node {self.node} does not hold container disks (its content is "
+                           f"{item.get('content', '')!r}, rootdir is not among it). {where} Add rootdir to its content "
+                           "(`pvesm set STORAGE --content ...`) or set lxc_container_storage to another. Nothing was "
+                           "changed.")
+        if not int(item.get("enabled", 1) or 0) or not int(item.get("active", 1) or 0):
+            raise PveFault(f"Storage {storage} on node {self.node} is disabled or inactive. {where} Nothing was "
+                           "changed.")
 
     def exists(self) -> bool:
         listing = self.get(f"/nodes/{self.node}/lxc")
@@ -229,7 +272,8 @@ class Container:
                            "lists what it offers.) Nothing was changed.")
         if self.module.check_mode:
             return
-        upid = self.write("POST", f"/nodes/{self.node}/aplinfo", storage=storage, template=name)
+        upid = self.write("POST", f"/nodes/{self.node}/aplinfo", f"downloading the template {name}",
+                          storage=storage, template=name)
         self.wait(upid, f"Downloading the template {name}")
         if not self.template_present():
             raise PveFault(f"Downloading {name} to {storage} ended, but the storage still lists no "
@@ -238,18 +282,22 @@ class Container:
 
 def request_of(params: dict) -> Request:
     return Request(
-        vmid=params["vmid"], hostname=params["hostname"], ostemplate=params["ostemplate"],
+        vmid=vmid_of(params["vmid"]), hostname=params["hostname"], ostemplate=params["ostemplate"],
         disk=params["disk"], cores=params["cores"], memory=params["memory"], swap=params["swap"],
         netif={str(k): str(v) for k, v in params["netif"].items()}, features=params["features"],
         unprivileged=params["unprivileged"], onboot=params["onboot"], pubkey=params["pubkey"],
     )
 
 
-def run(module: AnsibleModule) -> dict:
+def run(module: AnsibleModule, progress: Progress) -> dict:
     params = module.params
     check = module.check_mode
-    ct = Container(module, ApiLogin.from_params(params))
     request = request_of(params)
+    problems = request_problems(request)
+    if problems:
+        raise ValueError(f"Invalid container request: {'; '.join(problems)}. Fix it and re-run; nothing was changed.")
+    params["vmid"] = request.vmid
+    ct = Container(module, ApiLogin.from_params(params), progress)
     exists = ct.exists()
     ct.preflight(creating=not exists, fetching=False)
     template = "present" if exists or ct.template_present() else "missing"
@@ -259,7 +307,8 @@ def run(module: AnsibleModule) -> dict:
               "was_running": False, "status": "absent", "config": {}}
     if exists:
         config = ct.config()
-        problem = lock_problem(ct.vmid, config)
+        problem = (unfinished_create(ct.vmid, ct.node, config) or lock_problem(ct.vmid, config, ct.node)
+                   or " ".join(existing_problems(request, config)))
         if problem:
             raise PveFault(problem)
         update = plan_update(request, config)
@@ -268,7 +317,7 @@ def run(module: AnsibleModule) -> dict:
             result["diff"] = {"before": describe(update.before), "after": describe(update.set),
                               "before_header": f"CT {ct.vmid}", "after_header": f"CT {ct.vmid}"}
             if not check:
-                ct.write("PUT", f"{ct.base}/config", **update.set)
+                ct.write("PUT", f"{ct.base}/config", f"changed {', '.join(sorted(update.set))}", **update.set)
         result["was_running"] = ct.status() == "running"
         result["status"] = "running" if result["was_running"] else "stopped"
     else:
@@ -280,7 +329,8 @@ def run(module: AnsibleModule) -> dict:
         result["diff"] = {"before": "", "after": describe({k: v for k, v in payload.items() if k != "ssh-public-keys"}),
                           "before_header": f"CT {ct.vmid}", "after_header": f"CT {ct.vmid}"}
         if not check:
-            upid = ct.write("POST", f"/nodes/{ct.node}/lxc", **payload)
+            upid = ct.write("POST", f"/nodes/{ct.node}/lxc", f"the create of container {ct.vmid}", **payload)
+            progress.created = True
             ct.wait(upid, f"Creating container {ct.vmid}")
     if params["state"] == "started":
         restart = params["restart"] and result["was_running"]
@@ -288,9 +338,10 @@ def run(module: AnsibleModule) -> dict:
             result["changed"] = True
             if not check:
                 if restart:
-                    upid = ct.write("POST", f"{ct.base}/status/shutdown", timeout=120, forceStop=1)
+                    upid = ct.write("POST", f"{ct.base}/status/shutdown", f"a shutdown of container {ct.vmid}",
+                                    timeout=120, forceStop=1)
                     ct.wait(upid, f"Shutting down container {ct.vmid} for its new GPU entries")
-                upid = ct.write("POST", f"{ct.base}/status/start")
+                upid = ct.write("POST", f"{ct.base}/status/start", f"a start of container {ct.vmid}")
                 ct.wait(upid, f"Starting container {ct.vmid}")
             result["status"] = "running"
     if not check or exists:
@@ -306,9 +357,13 @@ def main() -> None:
     missing = proxmoxer_missing()
     if missing:
         module.fail_json(msg=missing)
+    progress = Progress()
     try:
-        result = run(module)
-    except (PveFault, ValueError) as exc:
+        result = run(module, progress)
+    except PveFault as exc:
+        module.fail_json(msg=progress.message(exc), changed=bool(progress.done), created=progress.created,
+                         done=progress.done)
+    except ValueError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)
 

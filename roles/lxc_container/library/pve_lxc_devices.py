@@ -33,7 +33,7 @@ options:
     description: The C(nvidia) result of nvidia_devices on the container's host.
     type: dict
     required: true
-  vmid: {description: The container id., type: int, required: true}
+  vmid: {description: "The container id: digits only, 100 to 999999999.", type: raw, required: true}
   node: {description: The Proxmox node that holds the container., type: str, required: true}
   mode: {description: Node mode inside the container., type: str, default: "0666"}
   gid: {description: Group id of the nodes inside the container., type: int}
@@ -84,6 +84,7 @@ import json
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.lxc_passthrough import DevicesPlan, nodes_of, plan_devices
+from ansible.module_utils.pve_container import vmid_of
 from ansible.module_utils.pve_api import (
     API_ARGUMENT_SPEC,
     ApiLogin,
@@ -100,7 +101,7 @@ ARGUMENT_SPEC = dict(
     api_host={"type": "str", "default": ""},
     transport={"type": "str", "choices": ["api", "pct"], "required": True},
     nvidia={"type": "dict", "required": True},
-    vmid={"type": "int", "required": True},
+    vmid={"type": "raw", "required": True},
     mode={"type": "str", "default": "0666"},
     gid={"type": "int"},
     pct={"type": "path", "default": "/usr/sbin/pct"},
@@ -164,6 +165,7 @@ class Api:
 
 def run(module: AnsibleModule) -> dict:
     params = module.params
+    params["vmid"] = vmid_of(params["vmid"])
     try:
         nodes = nodes_of(params["nvidia"])
     except ValueError as exc:
@@ -178,7 +180,7 @@ def run(module: AnsibleModule) -> dict:
     else:
         side = Nodes(module)
     config = side.read()
-    problem = lock_problem(params["vmid"], config)
+    problem = lock_problem(params["vmid"], config, params["node"])
     current = {str(k): str(v) for k, v in config.items()}
     plan = plan_devices(current, nodes, params["mode"], params["gid"])
     result = {"changed": plan.changed, "set": plan.set, "deleted": plan.delete, "devices": plan.wanted}

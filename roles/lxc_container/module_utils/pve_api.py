@@ -7,6 +7,7 @@ a secret (the token secret and the password are only handed to proxmoxer).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +43,61 @@ def proxmoxer_missing() -> str | None:
 
 
 class PveFault(Exception):
-    """A Proxmox API fault, with the message a person can act on."""
+    """A Proxmox API fault, with the message a person can act on.
+
+    `answered` is true when the API answered with a status (the request was refused, so it
+    changed nothing); false when the outcome of a request is unknown (no answer, a timeout).
+    """
+
+    def __init__(self, message: str, answered: bool = True) -> None:
+        super().__init__(message)
+        self.answered = answered
+
+
+class Progress:
+    """What this run has done so far, for a fault's message: never "Nothing was changed" after a write."""
+
+    def __init__(self) -> None:
+        self.done: list[str] = []
+        self.sending = ""
+        self.created = False
+
+    def message(self, fault: PveFault) -> str:
+        text = str(fault)
+        if not self.done and not self.sending:
+            return text
+        for claim in (" Nothing was changed.", " Nothing else was changed.", " nothing was changed."):
+            text = text.replace(claim, "")
+        parts = []
+        if self.done:
+            parts.append(f"Already done in this run before the fault: {'; '.join(self.done)}.")
+        if self.sending and fault.answered:
+            parts.append(f"The API refused {self.sending}, so that request changed nothing.")
+        elif self.sending:
+            parts.append(f"{self.sending} was sent and no answer came: whether it took effect is unknown (`pct "
+                         "config VMID` and Datacenter > Tasks on the node show it).")
+        parts.append("Re-run once the cause is fixed: the run converges from what exists.")
+        return f"{text} {' '.join(parts)}"
+
+
+def api_host_problem(host: str) -> str | None:
+    """Why host is not a bare host name or address (a URL or host:port was given), or None."""
+    text = str(host)
+    bare = text.strip("[]")
+    if "://" in text or "/" in text:
+        hint = text.split("://", 1)[-1].split("/", 1)[0]
+    elif text.count(":") == 1:
+        hint = text
+    elif not text or any(c.isspace() for c in text) or ("[" in text and not (text.startswith("[") and text.endswith("]"))):
+        hint = ""
+    else:
+        return None if bare else "an empty host"
+    host_part, _, port = hint.rpartition(":") if hint.count(":") == 1 else (hint, "", "")
+    fix = (f" Set lxc_container_api_host={host_part or hint!s}" + (f" and lxc_container_api_port={port}" if port else "")
+           + ".") if hint else ""
+    return (f"lxc_container_api_host={text!r} is not a host name or address: give the host alone (e.g. "
+            f"pve1.example.internal or 192.0.2.10); the port is lxc_container_api_port and https is implied.{fix} "
+            "Nothing was changed.")
 
 
 @dataclass
@@ -67,6 +122,9 @@ class ApiLogin:
 
     @classmethod
     def from_params(cls, params: dict[str, Any], with_password: bool = False) -> ApiLogin:
+        problem = api_host_problem(params["api_host"])
+        if problem:
+            raise ValueError(problem)
         return cls(
             host=params["api_host"], port=params["api_port"], user=params["api_user"],
             token_id="" if with_password else params["api_token_id"],
@@ -99,7 +157,7 @@ def call(login: ApiLogin, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
     except PveFault:
         raise
     except Exception as exc:  # noqa: BLE001 - named below
-        raise PveFault(explain(exc, login, what)) from None
+        raise PveFault(explain(exc, login, what), answered=getattr(exc, "status_code", None) is not None) from None
 
 
 def explain(exc: Exception, login: ApiLogin, what: str) -> str:
@@ -123,6 +181,11 @@ def _explain(exc: Exception, login: ApiLogin, what: str) -> str:
         return (f"The Proxmox API at {login.url} is unreachable during {what} ({_short(text)}). Check "
                 "lxc_container_api_host and lxc_container_api_port, that pveproxy runs on the node and "
                 "that the controller can reach port 8006. Nothing was changed.")
+    code = re.search(r"code: ([0-9]{3})", text) if name == "AuthenticationError" else None
+    if code and code.group(1) != "401":
+        return (f"The Proxmox API at {login.url} answered {code.group(1)} to the password login of {login.user} "
+                f"(POST /access/ticket): the API itself failed, the password was not judged. Look at pveproxy "
+                "on the node (`journalctl -u pveproxy`) and re-run. Nothing was changed.")
     if name == "AuthenticationError":
         return (f"The Proxmox API at {login.url} refused the password login of {login.user} (401). Check "
                 "lxc_container_api_password (root@pam's password, in the vault) and that the account is "
@@ -137,6 +200,11 @@ def _explain(exc: Exception, login: ApiLogin, what: str) -> str:
                 "is wrong, deleted or expired. Check lxc_container_api_user, lxc_container_api_token_id and "
                 "lxc_container_api_token_secret (`pveum user token list root@pam` on the node). Nothing was "
                 "changed.")
+    if status == 403 and "only allowed for root@pam" in content:
+        return (f"The Proxmox API refused {login.who} with 403 on {what}: {_short(content)}. PVE allows this to "
+                "root@pam alone, whatever the ACL says (no privilege grants it, and root@pam's API tokens do not "
+                "count): give root@pam's password as lxc_container_api_password, or run it as root on the node "
+                "with pct. Nothing was changed.")
     if status == 403:
         return (f"The Proxmox API refused {login.who} with 403 on {what}: {_short(content)}. Grant the "
                 "privilege on that path (`pveum acl modify PATH --tokens 'USER!TOKEN' --roles ROLE`, or "
@@ -179,14 +247,32 @@ def quorum_problem(cluster_status: list[dict[str, Any]], node: str) -> str | Non
     return None
 
 
-def lock_problem(vmid: int, config: dict[str, Any]) -> str | None:
-    """A container config lock (backup, migrate, snapshot, ...) stops every change."""
+def lock_problem(vmid: int, config: dict[str, Any], node: str = "NODE") -> str | None:
+    """A container config lock (backup, migrate, snapshot, ...) stops every change.
+
+    `lock: create` is a create that never finished: unfinished_create says what to do.
+    """
     lock = config.get("lock")
+    if lock == "create":
+        return unfinished_create(vmid, node, config)
     if not lock:
         return None
     return (f"Container {vmid} is locked ({lock}): Proxmox refuses changes while it is. Wait for the "
             f"{lock} to end, or run `pct unlock {vmid}` on the node if nothing is running. Nothing was "
             "changed.")
+
+
+def unfinished_create(vmid: int, node: str, config: dict[str, Any]) -> str | None:
+    """A container whose create never finished (`lock: create`, or no rootfs): what to do about it."""
+    if config.get("lock") != "create" and config.get("rootfs"):
+        return None
+    found = "is locked (create)" if config.get("lock") == "create" else "has no rootfs"
+    return (f"Container {vmid} {found}: its create did not finish (a create killed or failed half-way leaves "
+            f"this), and it cannot be configured or started. Check that no task runs for it (`pvesh get "
+            f"/nodes/{node}/tasks --vmid {vmid} --source active`, or Datacenter > Tasks), then remove it on the "
+            f"node with `pct destroy {vmid}` (not `pct unlock`: there is no disk to keep) and re-run, which "
+            "creates it anew. Nothing was changed.")
+
 
 
 def missing_privileges(held: dict[str, dict[str, int]], wanted: dict[str, tuple[str, ...]]) -> list[str]:
