@@ -110,7 +110,9 @@ def flashinfer_pin():
 def autotune_cache_path(args, rank):
     """Where SGLang 0.5.16+ keeps rank's tactics (flashinfer_autotune_cache_path)."""
     root = Path(os.environ.get("SGLANG_CACHE_DIR", Path.home() / ".cache" / "sglang"))
-    key_parts = [args.model_path, args.quantization or "None", args.moe_runner_backend, str(args.tp_size)]
+    # SGLang's key holds the skip-ops policy too: a retune without some ops never reuses a full tune.
+    key_parts = [args.model_path, args.quantization or "None", args.moe_runner_backend, str(args.tp_size),
+                 ",".join(sorted(args.flashinfer_autotune_skip_ops or []))]
     key = hashlib.sha256("|".join(key_parts).encode()).hexdigest()[:16]
     sm = os.environ.get("STANDIN_SM", "sm120")
     return root / "flashinfer" / "autotune" / flashinfer_pin() / sm / key / f"rank_tp{rank}_pp0_dp0.json"
