@@ -195,7 +195,7 @@ def parser_asker(module: AnsibleModule) -> Optional[Callable[[list[str]], Runtim
     probe = inspect.getsource(sglang_parser_probe)
 
     def ask(argv: list[str]) -> RuntimeAnswer:
-        rc, out, err = module.run_command([params["python"], "-c", probe, json.dumps(argv)])
+        rc, out, err = module.run_command([params["python"], "-B", "-c", probe, json.dumps(argv)])
         return parse_answer(rc, out, err)
 
     return ask
