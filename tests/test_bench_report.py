@@ -451,3 +451,57 @@ def test_a_failed_write_leaves_no_temporary_and_says_what_was_replaced(tmp_path,
                                                     "(No space left on device); nothing was written")):
         write_all({out / "report.md": b"new report\n", out / "throughput.png": b"new png"})
     assert tree_digest(out) == before
+
+
+
+# --- implausible numbers, huge repeat counts, SGLang's default (no --max-concurrency) ------------
+
+
+@pytest.mark.parametrize(("key", "value", "unit"), [("total_throughput", 1e308, "tok/s"),
+                                                    ("output_throughput", 2e8, "tok/s"),
+                                                    ("p99_itl_ms", 1e12, "ms")])
+def test_an_implausible_number_is_refused_naming_the_bound(tmp_path, key, value, unit):
+    run = copy_run(OFF, tmp_path / "a")
+    lines = (run / "results.jsonl").read_text().splitlines()
+    record = json.loads(lines[1])
+    record[key] = value
+    lines[1] = json.dumps(record)
+    (run / "results.jsonl").write_text("\n".join(lines) + "\n")
+    before = tree_digest(tmp_path)
+    with pytest.raises(ReportError) as info:
+        read_runs([str(run), str(ON)])
+    assert str(info.value) == (f"{run / 'results.jsonl'}:2: {key} is {value:.6g}; expected at most "
+                               f"{1e8 if unit == 'tok/s' else 1e9:g} {unit}, a plausible benchmark result "
+                               "(is the file SGLang's own output?)")
+    assert tree_digest(tmp_path) == before
+
+
+def test_a_huge_repeat_count_gives_a_count_and_the_first_and_last_line(tmp_path):
+    run = copy_run(OFF, tmp_path / "a")
+    lines = (run / "results.jsonl").read_text().splitlines()
+    (run / "results.jsonl").write_text("\n".join(lines * 2000) + "\n")
+    markdown = render_markdown(read_runs([str(run)]))
+    notes = [line for line in markdown.splitlines() if line.startswith("- ")]
+    count = len(lines)
+    assert notes == ["- autotune-off: results.jsonl has more than one line for concurrency " + ", ".join(
+        f"{json.loads(line)['max_concurrency']} (2000 lines, first {i + 1}, last {i + 1 + count * 1999})"
+        for i, line in sorted(enumerate(lines), key=lambda item: json.loads(item[1])["max_concurrency"]))
+        + "; the last line of each is reported"]
+    assert len(markdown) < 4000
+
+
+def test_sglang_default_output_without_a_cap_is_reported_as_unbounded(tmp_path):
+    run = copy_run(OFF, tmp_path / "a")
+    lines = (run / "results.jsonl").read_text().splitlines()
+    record = json.loads(lines[-1])
+    record["max_concurrency"] = None
+    (run / "results.jsonl").write_text("\n".join(lines + [json.dumps(record)]) + "\n")
+    runs = read_runs([str(run), str(ON)])
+    markdown = render_markdown(runs)
+    rows = table(markdown)
+    assert rows[-2][:3] == ["unbounded", "autotune-off", f"{record['total_throughput']:.1f}"]
+    assert rows[-1][:3] == ["unbounded", "autotune-on", "not run at this concurrency"]
+    assert "Concurrency unbounded: the benchmark ran without --max-concurrency (SGLang's default)" in markdown
+    assert "- concurrency unbounded: only in autotune-off" in markdown
+    assert render_plot(runs)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert level_summary(run, 0).startswith("concurrency unbounded: ")

@@ -34,6 +34,13 @@ REQUIRED_KEYS = (
     "p99_ttft_ms",
     "p99_itl_ms",
 )
+# A result beyond these is no measurement (1e308 tok/s was once accepted and printed in full):
+# tokens per second and milliseconds.
+PLAUSIBLE_MAX = {"total_throughput": 1e8, "output_throughput": 1e8, "mean_ttft_ms": 1e9, "p99_ttft_ms": 1e9,
+                 "p99_itl_ms": 1e9}
+# SGLang's own default (no --max-concurrency) writes max_concurrency null: every request at once.
+UNBOUNDED = 0
+NOTE_LEVELS = 10  # concurrencies named in one repeats note; the rest are counted
 POWER_FIELDS = 5  # timestamp, index, power.draw, utilization.gpu, memory.used
 POWER_FILE_RE = re.compile(r"^power-(\d+)\.csv$")
 # nvidia-smi writes these instead of a number for a GPU that cannot report.
@@ -103,9 +110,23 @@ class Run:
         return any(level.power_w is not None for level in self.levels.values())
 
 
+def concurrency_name(concurrency: int) -> str:
+    return "unbounded" if concurrency == UNBOUNDED else str(concurrency)
+
+
+def concurrency_order(concurrency: int) -> tuple[bool, int]:
+    """Sort key: the bounded levels by size, the unbounded one last."""
+    return concurrency == UNBOUNDED, concurrency
+
+
 def _number(value: Any, where: str, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise ReportError(f"{where}: {key} is {json.dumps(value)}; expected a finite number of 0 or more")
+    limit = PLAUSIBLE_MAX.get(key)
+    if limit is not None and value > limit:
+        unit = "tok/s" if key.endswith("throughput") else "ms"
+        raise ReportError(f"{where}: {key} is {value:.6g}; expected at most {limit:g} {unit}, a plausible "
+                          "benchmark result (is the file SGLang's own output?)")
     return float(value)
 
 
@@ -132,9 +153,11 @@ def parse_results(path: Path) -> tuple[dict[int, Level], dict[int, list[int]]]:
         if missing:
             raise ReportError(f"{where}: missing {', '.join(missing)}; is this SGLang's benchmark output?")
         concurrency = record["max_concurrency"]
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        if concurrency is None:  # SGLang's default: no cap, every request at once
+            concurrency = UNBOUNDED
+        elif isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ReportError(f"{where}: max_concurrency is {json.dumps(concurrency)}; expected a positive "
-                              "integer (run the benchmark with --max-concurrency)")
+                              "integer, or null for SGLang's default of no cap (--max-concurrency)")
         lines.setdefault(concurrency, []).append(lineno)
         levels[concurrency] = Level(concurrency, *(_number(record[key], where, key) for key in REQUIRED_KEYS[1:]))
     if not levels:
@@ -142,13 +165,22 @@ def parse_results(path: Path) -> tuple[dict[int, Level], dict[int, list[int]]]:
     return levels, lines
 
 
+def _lines_of(numbers: list[int]) -> str:
+    if len(numbers) <= 3:
+        return f"lines {', '.join(map(str, numbers))}"
+    return f"{len(numbers)} lines, first {numbers[0]}, last {numbers[-1]}"
+
+
 def repeats_note(label: str, name: str, lines: dict[int, list[int]]) -> Optional[str]:
-    """One note for every level a run measured more than once, or None."""
-    repeated = [f"{concurrency} (lines {', '.join(map(str, numbers))})"
-                for concurrency, numbers in sorted(lines.items()) if len(numbers) > 1]
+    """One note for every level a run measured more than once, or None; its size is bounded."""
+    repeated = [f"{concurrency_name(concurrency)} ({_lines_of(numbers)})"
+                for concurrency, numbers in sorted(lines.items(), key=lambda item: concurrency_order(item[0]))
+                if len(numbers) > 1]
     if not repeated:
         return None
-    return (f"{label}: {name} has more than one line for concurrency {', '.join(repeated)}; "
+    more = len(repeated) - NOTE_LEVELS
+    shown = ", ".join(repeated[:NOTE_LEVELS]) + (f" and {more} more" if more > 0 else "")
+    return (f"{label}: {name} has more than one line for concurrency {shown}; "
             "the last line of each is reported")
 
 
@@ -250,11 +282,11 @@ def level_summary(run_dir: Path, concurrency: int) -> str:
     """The progress line printed as a level finishes."""
     levels, _ = parse_results(run_dir / "results.jsonl")
     if concurrency not in levels:
-        raise ReportError(f"{run_dir / 'results.jsonl'}: no line for concurrency {concurrency}; "
+        raise ReportError(f"{run_dir / 'results.jsonl'}: no line for concurrency {concurrency_name(concurrency)}; "
                           "the benchmark wrote no result for this level")
     level = levels[concurrency]
     csv = run_dir / f"power-{concurrency}.csv"
     power = parse_power(csv)["power_w"] if os.path.lexists(csv) else None
     watts = "not sampled" if power is None else f"{power:.0f} W per GPU"
-    return (f"concurrency {concurrency}: {level.total_throughput:.1f} tok/s total, "
+    return (f"concurrency {concurrency_name(concurrency)}: {level.total_throughput:.1f} tok/s total, "
             f"p99 TTFT {level.p99_ttft_ms:.1f} ms, mean power {watts}")
