@@ -505,3 +505,57 @@ def test_sglang_default_output_without_a_cap_is_reported_as_unbounded(tmp_path):
     assert "- concurrency unbounded: only in autotune-off" in markdown
     assert render_plot(runs)[:8] == b"\x89PNG\r\n\x1a\n"
     assert level_summary(run, 0).startswith("concurrency unbounded: ")
+
+
+
+# --- each arm's answer check (run.json's answers, from the sglang_answers role) -------------------
+
+
+def with_answers(run: Path, answers) -> Path:
+    meta = json.loads((run / "run.json").read_text())
+    meta["answers"] = answers
+    (run / "run.json").write_text(json.dumps(meta))
+    return run
+
+
+def test_an_arm_with_corrupt_answers_is_marked_and_never_a_gain(tmp_path):
+    off = with_answers(copy_run(OFF, tmp_path / "off"), {"passed": True, "classes": {}, "samples": 96})
+    on = with_answers(copy_run(ON, tmp_path / "on"), {"passed": False, "classes": {"degenerate_run": 7, "wrong": 2,
+                                                                                    "loop": 0}, "samples": 96})
+    markdown = render_markdown(read_runs([str(off), str(on)]))
+    assert ("Answers: `autotune-off` passed (96 answers checked); `autotune-on` FAILED: degenerate\\_run 7, "
+            "wrong 2 of 96 answers. A run with corrupt answers is marked; its throughput never counts as a "
+            "gain.") in markdown
+    rows = [row for row in table(markdown) if row[1].startswith("autotune-on")]
+    assert rows and all(row[1] == "autotune-on (corrupt answers)" for row in rows)
+    assert all(row[-1] == "not counted: corrupt answers" for row in rows), rows
+    assert not any(re.fullmatch(r"[0-9.]+", row[-1]) for row in rows)
+
+
+def test_a_base_with_corrupt_answers_counts_no_ratio(tmp_path):
+    off = with_answers(copy_run(OFF, tmp_path / "off"), {"passed": False, "classes": {"empty": 1}, "samples": 96})
+    markdown = render_markdown(read_runs([str(off), str(ON)]))
+    rows = [row for row in table(markdown) if row[1] == "autotune-on"]
+    assert rows and all(row[-1] == "not counted: the base's answers are corrupt" for row in rows)
+    assert "`autotune-on` not checked" in markdown
+
+
+def test_runs_without_answers_read_as_before():
+    markdown = render_markdown(read_runs([str(OFF), str(ON)]))
+    assert "Answers:" not in markdown and "corrupt" not in markdown
+
+
+@pytest.mark.parametrize(("answers", "field"), [
+    ("passed", "answers is a JSON str"),
+    ({"passed": "yes", "classes": {}, "samples": 96}, 'answers.passed is "yes"'),
+    ({"passed": True, "classes": {}, "samples": -1}, "answers.samples is -1"),
+    ({"passed": True, "classes": {"wrong": "2"}, "samples": 96}, 'answers.classes is {"wrong": "2"}'),
+])
+def test_a_malformed_answers_object_is_named(tmp_path, answers, field):
+    run = with_answers(copy_run(ON, tmp_path / "on"), answers)
+    before = tree_digest(tmp_path)
+    with pytest.raises(ReportError) as info:
+        read_runs([str(OFF), str(run)])
+    assert str(info.value) == (f"{run / 'run.json'}: {field}; expected {{passed: true|false, classes: "
+                               "{CLASS: COUNT}, samples: N} from the sglang_answers role, or no answers key")
+    assert tree_digest(tmp_path) == before

@@ -65,20 +65,38 @@ def _fmt(value: Optional[float], digits: int) -> str:
     return f"{value:.{digits}f}" if abs(value) < 1e7 else f"{value:.4g}"
 
 
+def answers_text(run: Run) -> str:
+    """What the answer check of a run found, in a few words."""
+    if run.answers is None:
+        return "not checked"
+    if run.answers.passed:
+        return f"passed ({run.answers.samples} answers checked)"
+    found = run.answers.corrupt() or "no class counted"
+    return f"FAILED: {found} of {run.answers.samples} answers"
+
+
 def table_rows(runs: list[Run]) -> list[dict[str, Any]]:
-    """One row per concurrency and run, with the ratio of total throughput to the first run."""
+    """One row per concurrency and run, with the ratio of total throughput to the first run.
+
+    A run whose answers failed the check never shows a gain: its ratio, and every ratio against
+    a base whose answers failed, is replaced by why it is not counted.
+    """
     rows = []
     base = runs[0]
     for concurrency in concurrencies(runs):
         base_level = base.levels.get(concurrency)
         for index, run in enumerate(runs):
             level = run.levels.get(concurrency)
-            row: dict[str, Any] = {"concurrency": concurrency, "run": run.label, "present": level is not None}
+            row: dict[str, Any] = {"concurrency": concurrency, "run": run.label, "present": level is not None,
+                                   "corrupt": run.answers_failed}
             if level is not None:
                 row.update(vars(level))
             if index > 0:
                 row["ratio"] = ratio(level.total_throughput if level else None,
                                      base_level.total_throughput if base_level else None)
+                if row["ratio"] is not None and (run.answers_failed or base.answers_failed):
+                    row["ratio"] = ("not counted: corrupt answers" if run.answers_failed
+                                    else "not counted: the base's answers are corrupt")
             rows.append(row)
     return rows
 
@@ -100,6 +118,9 @@ def render_markdown(runs: list[Run]) -> str:
     if compare:
         lines.append(f"Ratios: total throughput of each run divided by {md_code(runs[0].label)}'s "
                      "at the same concurrency.")
+    if any(run.answers is not None for run in runs):
+        lines.append("Answers: " + "; ".join(f"{md_code(run.label)} {md_text(answers_text(run))}" for run in runs)
+                     + ". A run with corrupt answers is marked; its throughput never counts as a gain.")
     if any(UNBOUNDED in run.levels for run in runs):
         lines.append("Concurrency unbounded: the benchmark ran without --max-concurrency (SGLang's default), "
                      "every request at once.")
@@ -108,7 +129,8 @@ def render_markdown(runs: list[Run]) -> str:
     lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in table_rows(runs):
         if row["present"]:
-            cells = [concurrency_name(row["concurrency"]), md_text(row["run"]), _fmt(row["total_throughput"], 1),
+            label = md_text(row["run"]) + (" (corrupt answers)" if row["corrupt"] else "")
+            cells = [concurrency_name(row["concurrency"]), label, _fmt(row["total_throughput"], 1),
                      _fmt(row["output_throughput"], 1), _fmt(row["mean_ttft_ms"], 1),
                      _fmt(row["p99_ttft_ms"], 1), _fmt(row["p99_itl_ms"], 2)]
             if power:

@@ -97,6 +97,19 @@ class Level:
 
 
 @dataclass
+class Answers:
+    """The answer check of a run (run.json's ``answers``, from the sglang_answers role)."""
+
+    passed: bool
+    classes: dict[str, int]
+    samples: int
+
+    def corrupt(self) -> str:
+        """The classes found and their counts, e.g. 'degenerate_run 3, wrong 1' ('' when none)."""
+        return ", ".join(f"{name} {count}" for name, count in sorted(self.classes.items()) if count)
+
+
+@dataclass
 class Run:
     """A run directory, read."""
 
@@ -104,6 +117,11 @@ class Run:
     directory: str
     levels: dict[int, Level] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    answers: Optional[Answers] = None
+
+    @property
+    def answers_failed(self) -> bool:
+        return self.answers is not None and not self.answers.passed
 
     @property
     def power_sampled(self) -> bool:
@@ -230,6 +248,26 @@ def parse_power(path: Path) -> dict[str, Any]:
     }
 
 
+def parse_answers(value: Any, where: str) -> Optional[Answers]:
+    """run.json's optional ``answers`` object: {passed: bool, classes: {class: count}, samples: int}."""
+    if value is None:
+        return None
+    expected = ("expected {passed: true|false, classes: {CLASS: COUNT}, samples: N} from the sglang_answers "
+                "role, or no answers key")
+    if not isinstance(value, dict):
+        raise ReportError(f"{where}: answers is a JSON {type(value).__name__}; {expected}")
+    passed, classes, samples = value.get("passed"), value.get("classes", {}), value.get("samples")
+    if not isinstance(passed, bool):
+        raise ReportError(f"{where}: answers.passed is {json.dumps(passed)}; {expected}")
+    if not isinstance(samples, int) or isinstance(samples, bool) or samples < 0:
+        raise ReportError(f"{where}: answers.samples is {json.dumps(samples)}; {expected}")
+    if not isinstance(classes, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in classes.items()):
+        raise ReportError(f"{where}: answers.classes is {json.dumps(classes)[:200]}; {expected}")
+    return Answers(passed, dict(classes), samples)
+
+
 def read_run(directory: Path) -> Run:
     """A run directory: its results, its power samples and its label."""
     if not directory.is_dir():
@@ -237,6 +275,7 @@ def read_run(directory: Path) -> Run:
                           "holding results.jsonl")
     levels, lines = parse_results(directory / "results.jsonl")
     label = directory.name
+    answers = None
     run_json = directory / "run.json"
     if os.path.lexists(run_json):
         try:
@@ -245,6 +284,8 @@ def read_run(directory: Path) -> Run:
             raise ReportError(f"{run_json}:{exc.lineno}: not JSON ({exc.msg})") from None
         if isinstance(meta, dict) and isinstance(meta.get("label"), str) and meta["label"].strip():
             label = meta["label"].strip()
+        if isinstance(meta, dict):
+            answers = parse_answers(meta.get("answers"), str(run_json))
     notes = [note for note in [repeats_note(label, "results.jsonl", lines)] if note]
     try:
         entries = sorted(directory.iterdir())
@@ -261,7 +302,7 @@ def read_run(directory: Path) -> Run:
             continue
         for key, value in sample.items():
             setattr(levels[concurrency], key, value)
-    return Run(label=label, directory=str(directory), levels=levels, notes=notes)
+    return Run(label=label, directory=str(directory), levels=levels, notes=notes, answers=answers)
 
 
 def read_runs(directories: list[str]) -> list[Run]:
