@@ -77,6 +77,7 @@ from pathlib import Path
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_venvs import (
     MANIFEST,
+    UV_CACHE,
     UV_TOOL,
     VenvError,
     after_plan,
