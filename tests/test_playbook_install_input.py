@@ -115,3 +115,14 @@ def test_a_root_through_a_symlink_to_a_system_directory_is_refused_on_the_target
     assert f"sglang_root={link} (which resolves to /usr/local here) is a system directory" in message, message
     assert _only_checks_ran(run.stdout), _tasks_run(run.stdout)
     assert tree_digest(Path("/usr/local")) == before
+
+
+def test_check_mode_summary_claims_no_installer_for_an_install_not_made(tmp_path):
+    root = tmp_path / "opt-sglang"
+    private = tmp_path / "runner"
+    private.mkdir()
+    run = run_playbook(private, "sglang.yml", ["-e", f"sglang_root={root}", "-e", "sglang_install_cuda_toolkit=false",
+                                               "--check"], inventory=INVENTORY)
+    assert "installer: none yet: check mode, install would use uv" in run.stdout, run.stdout
+    assert "installer: pip" not in run.stdout
+    assert not root.exists()

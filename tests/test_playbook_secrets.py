@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from ansible.module_utils.sglang_unit import config_file_text
-from conftest import REPO
+from conftest import REPO, tree_digest
 from test_playbook_validate import unpack_flag_sources
 
 ROLE = REPO / "roles" / "sglang_server"
@@ -66,13 +66,13 @@ def test_a_key_with_jinja_syntax_reaches_the_key_file_verbatim(tmp_path, way):
     else:
         secrets, password = vault_file(tmp_path)
         extra = ["-e", f"@{secrets}", "--vault-password-file", str(password)]
-    assert not Path("/etc/sglang").exists()
+    before = tree_digest(Path("/etc/sglang"))  # check mode: nothing written there
     run = playbook(tmp_path, play, *extra)
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"(secret: {len(config_file_text('api-key', KEY))} bytes, not shown)" in run.stdout, run.stdout
     for fragment in FRAGMENTS:
         assert fragment not in run.stdout + run.stderr
-    assert not Path("/etc/sglang").exists()
+    assert tree_digest(Path("/etc/sglang")) == before
 
 
 def test_a_key_given_with_e_is_evaluated_as_the_readme_says(tmp_path):

@@ -164,6 +164,8 @@ BAD = [
     ({"sglang_server_unit_name": "sglang.timer"}, "so systemctl would address that timer unit"),
     ({"sglang_server_extra_flags": {f"api-key={SECRET}": True}},
      "sglang_server_extra_flags key 'api-key=...' is not a flag name: it has '=' (what follows it is not shown)"),
+    ({"sglang_server_environment": "A=1"},
+     "sglang_server_environment must be a mapping of variable name -> value (e.g. {HF_HOME: /data/hf}), got a str"),
     ({"sglang_server_environment": {"HF_TOKEN": SECRET}},
      "sglang_server_environment sets HF_TOKEN; set sglang_server_hf_token instead"),
     ({"sglang_server_ready_path": "health"}, "sglang_server_ready_path must be a URL path starting with '/'"),
