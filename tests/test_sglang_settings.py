@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from ansible.module_utils import sglang_settings as ss
+from ansible.module_utils.sglang_unit_name import UNIT_SUFFIXES
 
 SECRET = "sk-hostile-0123456789"
 PROFILE = {"model-path": "/models/GLM-5-NVFP4", "served-model-name": "glm-5", "tp-size": 8,
@@ -235,13 +236,13 @@ def test_unit_names_systemd_would_refuse(name):
     assert found[0].endswith(f"got {name!r}")
 
 
-@pytest.mark.parametrize("suffix", ss.UNIT_SUFFIXES)
+@pytest.mark.parametrize("suffix", UNIT_SUFFIXES)
 def test_unit_names_ending_in_a_unit_type_are_refused(suffix):
     found = problems(sglang_server_unit_name=f"sglang{suffix}")
     assert found == [
         "sglang_server_unit_name must be a unit name systemd accepts, without '.service' or another unit "
         f"type's suffix: 'sglang{suffix}' ends in '{suffix}', so systemctl would address that {suffix[1:]} "
-        f"unit, not the service ({', '.join(ss.UNIT_SUFFIXES)} are unit types). Give the name without it, "
+        f"unit, not the service ({', '.join(UNIT_SUFFIXES)} are unit types). Give the name without it, "
         "e.g. 'sglang'; the role adds '.service'"]
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ansible.module_utils import sglang_multinode
+from ansible.module_utils.sglang_unit_name import unit_name_problem
 from ansible.module_utils.systemd_text import UnitError, control_problems, env_lines, program_problem
 
 FLAG_SOURCES = ("sglang_server_profile", "sglang_autotune_server_args", "sglang_server_extra_flags")
@@ -33,11 +34,6 @@ SECRET_ENV_RE = re.compile(r"(^|_)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?
 SECRET_HINT = ("set the key through sglang_server_api_key (Ansible Vault): it goes only to a "
                "0600 file and never onto the command line, into the unit or the play output")
 ACCOUNT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,30}[$]?$")
-# systemd's unit name prefix (no '\\' escapes), without the '.service' suffix we add.
-UNIT_NAME_RE = re.compile(r"[A-Za-z0-9_:][A-Za-z0-9_:.-]{0,246}")
-# A name ending in a unit type's suffix makes systemctl address that unit, not our service.
-UNIT_SUFFIXES = (".service", ".socket", ".device", ".mount", ".automount", ".swap", ".target", ".path",
-                 ".timer", ".slice", ".scope")
 # Variables the role sets itself: sglang_server_environment must not set them too.
 OWN_ENV = {"HF_TOKEN": "sglang_server_hf_token", "SGLANG_SERVER_API_KEY": "sglang_server_api_key"}
 HF_REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
@@ -257,22 +253,6 @@ def api_key_problems(key: Any) -> list[str]:
 # --------------------------------------------------------------------------
 # Everything, once
 # --------------------------------------------------------------------------
-
-
-def unit_name_problem(value: Any) -> Optional[str]:
-    text = value if isinstance(value, str) else ""
-    suffix = next((s for s in UNIT_SUFFIXES if text.endswith(s)), "")
-    if UNIT_NAME_RE.fullmatch(text) and not suffix:
-        return None
-    if suffix:
-        return (f"sglang_server_unit_name must be a unit name systemd accepts, without '.service' or "
-                f"another unit type's suffix: {value!r} ends in {suffix!r}, so systemctl would address "
-                f"that {suffix[1:]} unit, not the service ({', '.join(UNIT_SUFFIXES)} are unit types). "
-                f"Give the name without it, e.g. {text[:-len(suffix)] or 'sglang'!r}; "
-                "the role adds '.service'")
-    return (f"sglang_server_unit_name must be a unit name systemd accepts, without '.service' "
-            f"(ASCII letters, digits, ':', '_', '.', '-'; not starting with '-' or '.'; no '@'; "
-            f"at most 247 characters), got {value!r}")
 
 
 def ready_path_problem(value: Any) -> Optional[str]:
