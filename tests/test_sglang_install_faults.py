@@ -132,3 +132,23 @@ def test_a_root_that_is_a_symlink_to_a_system_directory_is_refused(tmp_path, che
     assert refused.get("failed"), refused
     assert refused["msg"].startswith(f"sglang_root={link} (which resolves to /usr/local here) is a system directory")
     assert tree_digest(Path("/usr/local")) == before
+
+
+def test_the_root_check_follows_links_of_its_own_directories(tmp_path):
+    from ansible.module_utils.sglang_install_root import root_problem
+    root = tmp_path / "root"
+    root.mkdir()
+    elsewhere = tmp_path / "disk2-venvs"
+    elsewhere.mkdir()
+    (root / "venvs").symlink_to(elsewhere)          # another folder of its own: fine
+    assert root_problem(str(root)) is None
+    (root / "cache").symlink_to("/usr")              # a system directory: what is under it would be pruned
+    assert root_problem(str(root)) == (f"sglang_root={root}: {root / 'cache'} leads to /usr, a system directory; "
+                                       "the installs write (and venvs/ prunes) under it. Nothing was changed. "
+                                       "Point it at a directory of its own.")
+    (root / "cache").unlink()
+    (root / "tools").write_text("")
+    assert root_problem(str(root)).startswith(f"sglang_root={root}: {root / 'tools'} is not a directory (found a file)")
+    below = tmp_path / "afile"
+    below.write_text("")
+    assert root_problem(str(below / "sglang")).startswith(f"sglang_root={below / 'sglang'}: {below} is a file")

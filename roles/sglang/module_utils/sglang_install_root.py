@@ -43,10 +43,13 @@ def root_problem(root: str) -> Optional[str]:
                 "root cannot be made there. Nothing was changed. Move it away or set sglang_root elsewhere.")
     for name in OWN_DIRECTORIES:
         own = resolved / name
-        if os.path.lexists(own) and (own.is_symlink() or not own.is_dir()):
-            return (f"{given}: {own} is not a directory (found a {'symlink' if own.is_symlink() else 'file'}); "
+        if os.path.lexists(own) and not own.is_dir():
+            return (f"{given}: {own} is not a directory (found a {'dangling symlink' if own.is_symlink() else 'file'}); "
                     f"the installs need it as a directory of their own. Nothing was changed. Move {own} away "
                     "and re-run.")
+        if own.is_symlink() and os.path.realpath(own) in SYSTEM_DIRECTORIES:
+            return (f"{given}: {own} leads to {os.path.realpath(own)}, a system directory; the installs write "
+                    "(and venvs/ prunes) under it. Nothing was changed. Point it at a directory of its own.")
     for path in [existing, *(resolved / name for name in OWN_DIRECTORIES if (resolved / name).is_dir())]:
         if not os.access(path, os.W_OK):
             return (f"{given}: {path} is not writable here (a read-only file system or its permissions), so "
