@@ -14,8 +14,9 @@ from test_playbook_answers import server  # noqa: F401  (the stand-in server fix
 from test_playbook_bench import bench, box, flat  # noqa: F401  (the benchmark's stand-in box)
 
 
-@pytest.mark.parametrize(("tactic", "passed"), [({"tactic": "good"}, True),
-                                                ({"tactic": "corrupt", "rate": 0.1}, False)])
+# One case (an A/B run takes about 90 s here): the passing side of the report is in
+# test_bench_report_limits.py, and the arm's wiring is the same for both outcomes.
+@pytest.mark.parametrize(("tactic", "passed"), [({"tactic": "corrupt", "rate": 0.1}, False)])
 def test_each_arm_records_its_answer_check_and_a_corrupt_arm_is_no_gain(box, server, tactic, passed):  # noqa: F811
     standin = server(tactic)
     run = bench(box, standin.port, "-e", "bench_compare=autotune", "-e", "sglang_bench_check_answers=true",
