@@ -451,3 +451,5 @@ def test_a_failed_write_leaves_no_temporary_and_says_what_was_replaced(tmp_path,
                                                     "(No space left on device); nothing was written")):
         write_all({out / "report.md": b"new report\n", out / "throughput.png": b"new png"})
     assert tree_digest(out) == before
+
+

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_playbook
+from pathlib import Path
+
+from conftest import run_playbook, tree_digest
 
 INVENTORY = "[sglang_containers]\nlocalhost ansible_connection=local\n"
 
@@ -96,3 +98,31 @@ def test_system_directory_as_root_is_refused(tmp_path, root):
     assert "not a system directory" in message
     # The play stopped in the role's first checks: nothing was installed, created or pruned.
     assert _only_checks_ran(run.stdout), _tasks_run(run.stdout)
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_a_root_through_a_symlink_to_a_system_directory_is_refused_on_the_target(tmp_path, check):
+    link = tmp_path / "sgl-link"
+    link.symlink_to("/usr/local")
+    private = tmp_path / "runner"
+    private.mkdir()
+    before = tree_digest(Path("/usr/local"))
+    run = run_playbook(private, "sglang.yml", ["-e", f"sglang_root={link}", *(["--check"] if check else [])],
+                       inventory=INVENTORY)
+    assert run.status == "failed", run.stdout
+    assert run.changed == 0
+    message = " ".join(run.failures)
+    assert f"sglang_root={link} (which resolves to /usr/local here) is a system directory" in message, message
+    assert _only_checks_ran(run.stdout), _tasks_run(run.stdout)
+    assert tree_digest(Path("/usr/local")) == before
+
+
+def test_check_mode_summary_claims_no_installer_for_an_install_not_made(tmp_path):
+    root = tmp_path / "opt-sglang"
+    private = tmp_path / "runner"
+    private.mkdir()
+    run = run_playbook(private, "sglang.yml", ["-e", f"sglang_root={root}", "-e", "sglang_install_cuda_toolkit=false",
+                                               "--check"], inventory=INVENTORY)
+    assert "installer: none yet: check mode, install would use uv" in run.stdout, run.stdout
+    assert "installer: pip" not in run.stdout
+    assert not root.exists()

@@ -8,6 +8,7 @@ spelled as that version wants, and fails clearly on invalid flags.
 from __future__ import annotations
 
 import json
+import os
 import re
 import zipfile
 from pathlib import Path
@@ -159,6 +160,14 @@ BAD = [
     ({"sglang_server_unit_name": "sglang.service"}, "sglang_server_unit_name must be a unit name systemd accepts"),
     ({"sglang_server_unit_name": "sglang@x"}, "got 'sglang@x'"),
     ({"sglang_server_unit_name": "-sglang"}, "got '-sglang'"),
+    ({"sglang_server_unit_name": "sglang.socket"}, "'sglang.socket' ends in '.socket'"),
+    ({"sglang_server_unit_name": "sglang.timer"}, "so systemctl would address that timer unit"),
+    ({"sglang_server_extra_flags": {f"api-key={SECRET}": True}},
+     "sglang_server_extra_flags key 'api-key=...' is not a flag name: it has '=' (what follows it is not shown)"),
+    ({"sglang_server_environment": "A=1"},
+     "sglang_server_environment must be a mapping of variable name -> value (e.g. {HF_HOME: /data/hf}), got a str"),
+    ({"sglang_server_environment": {"HF_TOKEN": SECRET}},
+     "sglang_server_environment sets HF_TOKEN; set sglang_server_hf_token instead"),
     ({"sglang_server_ready_path": "health"}, "sglang_server_ready_path must be a URL path starting with '/'"),
     ({"sglang_server_python": "/opt/my venv/bin/python"}, "sglang_server_python must be an absolute path"),
     ({"sglang_server_start": "maybe"}, "sglang_server_start is 'maybe'; expected auto, true or false"),
@@ -180,6 +189,23 @@ def test_bad_settings_refused_before_anything_is_written(tmp_path, extra, messag
     assert message in " ".join(run.failures), run.failures
     assert tree_digest(out.parent) == before
     assert SECRET not in run.stdout
+
+
+def test_a_package_dir_is_taken_literally(tmp_path):
+    """`$HOME` and `~` in sglang_package_dir are parts of the name, not variables to expand."""
+    package = unpack_flag_sources("0.5.23", tmp_path / "cost $HOME ~ dir")
+    missing = tmp_path / "no $HOME here" / "sglang"
+    before = tree_digest(package.parent)
+    runs = []
+    for given in (package, missing):
+        private = tmp_path / f"runner-{len(runs)}"
+        private.mkdir()
+        runs.append(run_playbook(private, "validate.yml", ["-e", json.dumps({"sglang_package_dir": str(given)})]))
+    assert runs[0].status == "successful", runs[0].failures
+    assert runs[1].status == "failed"
+    message = " ".join(runs[1].failures)
+    assert f"{missing} is not a directory" in message and os.environ["HOME"] + " here" not in message, message
+    assert tree_digest(package.parent) == before
 
 
 def test_argument_spec_failure_names_it(tmp_path):
@@ -241,3 +267,19 @@ def test_check_mode_refuses_the_same(tmp_path, extra):
     assert real.status == check.status == "failed"
     assert real.failures == check.failures and real.failures
     assert SECRET not in real.stdout + check.stdout
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_unit_out_in_a_read_only_folder_fails_in_check_mode_too(tmp_path, check):
+    from fs_faults import readonly_mount
+    review = tmp_path / "review"
+    review.mkdir()
+    out = review / "sglang.service"
+    with readonly_mount(review):
+        before = tree_digest(review)
+        run = validate(tmp_path, "0.5.23", "-e", json.dumps({"sglang_server_unit_out": str(out)}),
+                       *(["--check"] if check else []))
+        assert tree_digest(review) == before
+    assert run.status == "failed" and run.changed == 0
+    assert (f"sglang_server_unit_out={json.dumps(str(out))} cannot be written on the controller: its folder "
+            f"{review} is not writable (read-only or its permissions). Nothing was written.") in " ".join(run.failures)

@@ -69,7 +69,7 @@ def params(**overrides) -> dict:
             "argv": ["--model-path", "/m", "--port", "30000", "--config", "/etc/sglang/sglang.secrets.yaml"],
             "env_flags": [], "environment": {"NCCL_IB_DISABLE": "1", "MY_TOKEN": "tok-secret-99"},
             "autotune_cache": "local", "hf_token": TOKEN, "api_key": SECRET, "api_key_way": "config",
-            "api_key_name": "api-key", "verify": True}
+            "api_key_name": "api-key", "verify": True, "environment_public": ["NCCL_IB_DISABLE"]}
     return {**base, **overrides}
 
 
@@ -257,3 +257,53 @@ def test_a_write_that_fails_is_named_with_the_files_that_were_due(target, monkey
     assert failed.result["msg"].startswith("writing the files of sglang.service failed: disk full writing ")
     assert failed.result["changed_files"] == [str(tmp / "units" / "sglang.service")]
     assert SECRET not in failed.result["msg"]
+
+
+HIDDEN_NAMES = {"AUTH": "VAL-AUTH-888", "OPENAI_APIKEY": "VAL-OA-1", "HFTOKEN": "VAL-HF-2", "GITHUB_PAT": "VAL-GH-3",
+                "BEARER": "VAL-BE-4", "SESSION_COOKIE": "VAL-SC-5"}
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_the_diff_masks_every_value_not_declared_public(target, check_mode):
+    module, tmp = target
+    call(module, params())
+    environment = {**HIDDEN_NAMES, "NCCL_IB_DISABLE": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    # HF_TOKEN is declared public by mistake: the token is masked all the same.
+    changed = call(module, params(environment=environment, environment_public=[
+        "NCCL_IB_DISABLE", "CUDA_DEVICE_ORDER", "HF_TOKEN"]), check_mode)
+    assert not changed.failed, changed.result
+    (entry,) = [e for e in changed.result["diff"] if e["after_header"].endswith("sglang.env")]
+    diff = entry["before"] + entry["after"]
+    for name, value in HIDDEN_NAMES.items():
+        assert f'{name}="********"\n' in entry["after"] and value not in diff, diff
+    assert 'MY_TOKEN="********"\n' in entry["before"] and "tok-secret-99" not in diff  # the old file's too
+    assert 'CUDA_DEVICE_ORDER="PCI_BUS_ID"\n' in entry["after"] and TOKEN not in diff
+
+
+@pytest.mark.parametrize(("name", "option"), [("HF_TOKEN", "hf_token"), ("SGLANG_SERVER_API_KEY", "api_key")])
+def test_a_setting_given_twice_is_refused_and_nothing_written(target, name, option):
+    module, tmp = target
+    call(module, params())
+    before = tree_digest(tmp)
+    failed = call(module, params(environment={name: "hf_dup_value"}))
+    assert failed.failed
+    assert failed.result["msg"] == (f"refusing to render the unit: environment sets {name}; set {option} "
+                                    "instead (one variable per setting)")
+    assert tree_digest(tmp) == before
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_a_read_only_config_directory_fails_in_check_mode_too(target, check_mode):
+    from fs_faults import readonly_mount
+    module, tmp = target
+    call(module, params())
+    conf = tmp / "etc-sglang"
+    with readonly_mount(conf):
+        before = tree_digest(tmp)
+        failed = call(module, params(environment={"NCCL_IB_DISABLE": "0"}), check_mode)
+        assert tree_digest(tmp) == before
+    assert failed.failed, failed.result
+    assert failed.result["msg"] == (
+        f"the files of sglang.service cannot be written here: {conf}/sglang.env ({conf} is not writable: "
+        "a read-only file system or its permissions). No file was written. Make the directory writable "
+        "and re-run.")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from ansible.module_utils import sglang_settings as ss
+from ansible.module_utils.sglang_unit_name import UNIT_SUFFIXES
 
 SECRET = "sk-hostile-0123456789"
 PROFILE = {"model-path": "/models/GLM-5-NVFP4", "served-model-name": "glm-5", "tp-size": 8,
@@ -226,13 +227,51 @@ def test_control_characters_in_flag_values_named():
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["sglang.service", "sglang@x", "sglang@", "-sglang", ".sglang", "",
+@pytest.mark.parametrize("name", ["sglang@x", "sglang@", "-sglang", ".sglang", "",
                                   "sgl ang", "a/b", "sglang\\x2d", "x" * 248, 7])
 def test_unit_names_systemd_would_refuse(name):
     found = problems(sglang_server_unit_name=name)
     assert len(found) == 1 and found[0].startswith(
         "sglang_server_unit_name must be a unit name systemd accepts, without '.service'"), found
     assert found[0].endswith(f"got {name!r}")
+
+
+@pytest.mark.parametrize("suffix", UNIT_SUFFIXES)
+def test_unit_names_ending_in_a_unit_type_are_refused(suffix):
+    found = problems(sglang_server_unit_name=f"sglang{suffix}")
+    assert found == [
+        "sglang_server_unit_name must be a unit name systemd accepts, without '.service' or another unit "
+        f"type's suffix: 'sglang{suffix}' ends in '{suffix}', so systemctl would address that {suffix[1:]} "
+        f"unit, not the service ({', '.join(UNIT_SUFFIXES)} are unit types). Give the name without it, "
+        "e.g. 'sglang'; the role adds '.service'"]
+
+
+@pytest.mark.parametrize("source", ss.FLAG_SOURCES)
+@pytest.mark.parametrize("key", ["api-key=sk-LEAK7", "--token=sk-LEAK7", "tp-size=8"])
+def test_a_refused_name_with_a_value_never_shows_the_value(source, key):
+    flags = {**(PROFILE if source == "sglang_server_profile" else {}), key: True}
+    found = problems(**{source: flags})
+    name = key.split("=", 1)[0]
+    assert found == [f"{source} key {name + '=...'!r} is not a flag name: it has '=' (what follows it is "
+                     "not shown). Give the value as the key's value, e.g. {'tp-size': 8}; secrets go "
+                     "through sglang_server_api_key"]
+    assert "LEAK7" not in " ".join(found)
+
+
+@pytest.mark.parametrize(("name", "variable"), [("HF_TOKEN", "sglang_server_hf_token"),
+                                                ("SGLANG_SERVER_API_KEY", "sglang_server_api_key")])
+def test_the_environment_cannot_set_what_a_setting_sets(name, variable):
+    found = ss.server_problems({**GOOD, variable: "", "sglang_server_environment": {name: "hf_dup"}})
+    assert found == [f"sglang_server_environment sets {name}; set {variable} instead (one variable per "
+                     "setting; keep it in Ansible Vault)"]
+    assert "hf_dup" not in found[0]
+
+
+@pytest.mark.parametrize("environment", ["A=1", ["A=1"], 7])
+def test_an_environment_that_is_not_a_mapping_is_named(environment):
+    found = ss.server_problems({**GOOD, "sglang_server_environment": environment})
+    assert found == ["sglang_server_environment must be a mapping of variable name -> value (e.g. "
+                     f"{{HF_HOME: /data/hf}}), got a {type(environment).__name__}"]
 
 
 @pytest.mark.parametrize("name", ["sglang", "sglang-2", "glm_5:a", "x" * 247, "sglang.v2"])

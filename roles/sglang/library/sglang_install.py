@@ -77,6 +77,7 @@ from pathlib import Path
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_venvs import (
     MANIFEST,
+    UV_CACHE,
     UV_TOOL,
     VenvError,
     after_plan,
@@ -87,9 +88,12 @@ from ansible.module_utils.sglang_venvs import (
     uv_argv,
     venv_name,
 )
+from ansible.module_utils.sglang_install_root import nearest_existing, root_problem, venv_problem
+from ansible.module_utils.sglang_record_verify import RecordError, verify_distribution
 from ansible.module_utils.sglang_venv_inspect import inspect_argv, parse_inspection, tool_version
 
 LOCK = ".install.lock"
+LOW_SPACE_MIB = 200
 IMPORT_CHECK = "import torch, flashinfer, sglang; print(sglang.__version__)"
 
 
@@ -113,7 +117,7 @@ class Installer:
     def run(self, name: str, argv: list[str]) -> tuple[str, str]:
         rc, out, err = self.module.run_command(argv, environ_update=self.env)
         if rc != 0:
-            tail = " ".join((err or out).strip().splitlines()[-5:])
+            tail = " ".join((err or out).strip().splitlines()[-5:]).rstrip(".")
             raise Step(name, f"`{' '.join(argv[:3])} ...` exited {rc}: {tail}")
         return out, err
 
@@ -131,23 +135,51 @@ class Installer:
             self.run("apt-get update", ["apt-get", "update", "-q"])
             self.run(f"apt-get install {' '.join(missing)}", ["apt-get", "install", "-y", "-q", *missing])
 
+    def answers(self, uv: Path) -> str:
+        """The version uv at this path reports, or '' when it is missing, not executable or does not answer."""
+        if uv.is_symlink() or not uv.is_file() or not os.access(uv, os.X_OK):
+            return ""
+        try:
+            rc, out, _ = self.module.run_command([str(uv), "--version"], handle_exceptions=False)
+        except OSError:
+            return ""
+        return tool_version(out) if rc == 0 else ""
+
     def ensure_uv(self) -> None:
-        uv = self.root / UV_TOOL / "bin" / "uv"
-        wanted = self.params["uv_version"]
-        if uv.exists():
-            rc, out, _ = self.module.run_command([str(uv), "--version"])
-            if rc == 0 and tool_version(out) == wanted:
-                return
+        """tools/uv answering `uv --version` with the wanted version, else built whole and put in place.
+
+        It is built under a temporary name and renamed, so a kill or a full disk never leaves a
+        half-built tool at tools/uv; anything there that does not answer (no pip, a truncated
+        binary) is replaced whole.
+        """
         tool = self.root / UV_TOOL
-        if not (tool / "bin" / "python").exists():
-            self.run("Create the virtualenv that holds uv", [self.request["python"], "-m", "venv", str(tool)])
+        wanted = self.params["uv_version"]
+        if self.answers(tool / "bin" / "uv") == wanted:
+            return
+        building, old = tool.with_name(".uv.building"), tool.with_name(".uv.old")
+        remove(building)
         extra = self.request.get("extra_args", "").split()
-        self.run(f"Install uv {wanted}", [str(tool / "bin" / "pip"), "install", "-q", *extra, f"uv=={wanted}"])
+        try:
+            self.run("Create the virtualenv that holds uv", [self.request["python"], "-m", "venv", str(building)])
+            self.run(f"Install uv {wanted}", [str(building / "bin" / "python"), "-m", "pip", "install", "-q",
+                                              *extra, f"uv=={wanted}"])
+            found = self.answers(building / "bin" / "uv")
+            if found != wanted:
+                raise Step(f"Install uv {wanted}", f"the new {building}/bin/uv answers `uv --version` with "
+                                                    f"{found or 'nothing'}")
+            remove(old)
+            if os.path.lexists(tool):
+                os.replace(tool, old)
+            os.replace(building, tool)
+            remove(old)
+        except (Step, OSError) as exc:
+            remove(building)
+            raise exc if isinstance(exc, Step) else Step(f"Install uv {wanted}", str(exc)) from exc
 
     def install(self, name: str, previous: str) -> dict:
         venv = self.root / "venvs" / name
         uv = self.request.get("installer") == "uv"
-        if venv.exists():  # left by a killed run: it never got its manifest
+        if venv.is_dir():  # left by a killed run: it never got its manifest (a file there is refused earlier)
             shutil.rmtree(venv)
         try:
             if uv:
@@ -169,6 +201,12 @@ class Installer:
             if "sglang" not in found["resolved"]:
                 raise Step("Read what was installed", f"the installer reported success but no sglang "
                                                        f"distribution is installed in {venv}")
+            try:
+                found["record_verified"] = verify_distribution(venv, "sglang", "sglang")
+            except RecordError as exc:
+                cache = f" uv links files from its cache {self.root}/{UV_CACHE}: remove it (it is rebuilt)" if uv else ""
+                raise Step("Check SGLang's files against the wheel's RECORD",
+                           f"{exc}. The install is not used.{cache}") from exc
             manifest = {
                 "name": name,
                 "installed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -187,9 +225,9 @@ class Installer:
             step = exc.step if isinstance(exc, Step) else "Write the install"
             detail = exc.detail if isinstance(exc, Step) else str(exc)
             self.module.fail_json(
-                msg=(f"Installing SGLang into {venv} failed at \"{step}\": {detail}. {self.root}/current still "
-                     f"points at {previous or 'nothing'}; the running server is untouched. Fix the cause (index "
-                     "URLs, versions, network) and re-run."),
+                msg=(f"Installing SGLang into {venv} failed at \"{step}\": {detail}.{full_disk_note(self.root, detail)} "
+                     f"{self.root}/current still points at {previous or 'nothing'}; the running server is "
+                     "untouched. Fix the cause (index URLs, versions, network, disk space) and re-run."),
                 step=step)
         return manifest
 
@@ -203,6 +241,34 @@ class Installer:
                 raise Step("Read what was installed", f"`{' '.join(argv[:3])} ...` exited {rc}: {err.strip()}")
             outputs[key] = (rc, out, err)
         return parse_inspection(outputs)
+
+
+def remove(path: Path) -> None:
+    """Whatever is at path (a tree, a file or a link) gone; nothing there is fine."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        path.unlink()
+
+
+def full_disk_note(root: Path, detail: str) -> str:
+    """A sentence for a failure on a full (or nearly full) disk, else ''.
+
+    Installers often hide ENOSPC behind their own error (ensurepip: "returned non-zero exit
+    status 1"), so the free space is read as well.
+    """
+    try:
+        free = shutil.disk_usage(nearest_existing(root)).free // 2**20
+    except OSError:
+        free = -1
+    if "No space left on device" in detail or "Errno 28" in detail:
+        state = f"is full ({free} MiB free now)" if free >= 0 else "is full"
+    elif 0 <= free < LOW_SPACE_MIB:
+        state = f"has only {free} MiB free, too little for the install"
+    else:
+        return ""
+    return (f" The disk holding {root} {state}: nothing half-built was kept; free space (an install needs "
+            "a few GB, tools/uv about 60 MiB) and re-run.")
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -258,8 +324,15 @@ def main() -> None:
     )
     params = module.params
     root = Path(params["root"])
+    problem = root_problem(params["root"])  # check mode too: it fails where the real run would
+    if problem:
+        module.fail_json(msg=problem)
     if not module.check_mode:
-        lock, holder = hold_lock(root, params["lock_timeout"])
+        try:
+            lock, holder = hold_lock(root, params["lock_timeout"])
+        except OSError as exc:
+            module.fail_json(msg=(f"Cannot take {root / LOCK}: {exc}.{full_disk_note(root, str(exc))} Nothing "
+                                  "was installed and current was not moved. Fix the cause and re-run."))
         if lock is None:
             module.fail_json(msg=(f"Another install holds {root / LOCK} ({holder}) after {params['lock_timeout']} s: "
                                   "the installer of a run whose controller was killed keeps running on this host "
@@ -277,10 +350,19 @@ def main() -> None:
     if action == "install":
         target = venv_name(params["request"], params["upgrade"], time.gmtime())
         result["installed"] = target
+        problem = venv_problem(root / "venvs" / target)
+        if problem:
+            module.fail_json(msg=problem)
         if not module.check_mode:
-            installer.ensure_debs()
-            if params["request"].get("installer") == "uv":
-                installer.ensure_uv()
+            try:
+                installer.ensure_debs()
+                if params["request"].get("installer") == "uv":
+                    installer.ensure_uv()
+            except Step as exc:
+                module.fail_json(msg=(f"Preparing the installer failed at \"{exc.step}\": {exc.detail}."
+                                      f"{full_disk_note(root, exc.detail)} {root}/current still points at "
+                                      f"{previous or 'nothing'}; no virtualenv was made. Fix the cause and re-run."),
+                                 step=exc.step)
             installer.install(target, previous)
             venvs, _ = scan(root)
     if action != "none" and not module.check_mode:

@@ -17,11 +17,11 @@ description:
   - Returns one command per concurrency, C(--num-prompts) scaled to it.
 options:
   package_dir:
-    description: The sglang package directory.
-    type: path
+    description: The sglang package directory, taken literally (no C($VAR) or C(~)).
+    type: str
   python:
-    description: Interpreter of the SGLang virtualenv; locates the package and runs the benchmark.
-    type: path
+    description: Interpreter of the SGLang virtualenv; locates the package and runs the benchmark. Taken literally.
+    type: str
   host:
     description: Address of the SGLang server.
     type: str

@@ -34,6 +34,13 @@ REQUIRED_KEYS = (
     "p99_ttft_ms",
     "p99_itl_ms",
 )
+# A result beyond these is no measurement (1e308 tok/s was once accepted and printed in full):
+# tokens per second and milliseconds.
+PLAUSIBLE_MAX = {"total_throughput": 1e8, "output_throughput": 1e8, "mean_ttft_ms": 1e9, "p99_ttft_ms": 1e9,
+                 "p99_itl_ms": 1e9}
+# SGLang's own default (no --max-concurrency) writes max_concurrency null: every request at once.
+UNBOUNDED = 0
+NOTE_LEVELS = 10  # concurrencies named in one repeats note; the rest are counted
 POWER_FIELDS = 5  # timestamp, index, power.draw, utilization.gpu, memory.used
 POWER_FILE_RE = re.compile(r"^power-(\d+)\.csv$")
 # nvidia-smi writes these instead of a number for a GPU that cannot report.
@@ -90,6 +97,19 @@ class Level:
 
 
 @dataclass
+class Answers:
+    """The answer check of a run (run.json's ``answers``, from the sglang_answers role)."""
+
+    passed: bool
+    classes: dict[str, int]
+    samples: int
+
+    def corrupt(self) -> str:
+        """The classes found and their counts, e.g. 'degenerate_run 3, wrong 1' ('' when none)."""
+        return ", ".join(f"{name} {count}" for name, count in sorted(self.classes.items()) if count)
+
+
+@dataclass
 class Run:
     """A run directory, read."""
 
@@ -97,15 +117,34 @@ class Run:
     directory: str
     levels: dict[int, Level] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    answers: Optional[Answers] = None
+
+    @property
+    def answers_failed(self) -> bool:
+        return self.answers is not None and not self.answers.passed
 
     @property
     def power_sampled(self) -> bool:
         return any(level.power_w is not None for level in self.levels.values())
 
 
+def concurrency_name(concurrency: int) -> str:
+    return "unbounded" if concurrency == UNBOUNDED else str(concurrency)
+
+
+def concurrency_order(concurrency: int) -> tuple[bool, int]:
+    """Sort key: the bounded levels by size, the unbounded one last."""
+    return concurrency == UNBOUNDED, concurrency
+
+
 def _number(value: Any, where: str, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise ReportError(f"{where}: {key} is {json.dumps(value)}; expected a finite number of 0 or more")
+    limit = PLAUSIBLE_MAX.get(key)
+    if limit is not None and value > limit:
+        unit = "tok/s" if key.endswith("throughput") else "ms"
+        raise ReportError(f"{where}: {key} is {value:.6g}; expected at most {limit:g} {unit}, a plausible "
+                          "benchmark result (is the file SGLang's own output?)")
     return float(value)
 
 
@@ -132,9 +171,11 @@ def parse_results(path: Path) -> tuple[dict[int, Level], dict[int, list[int]]]:
         if missing:
             raise ReportError(f"{where}: missing {', '.join(missing)}; is this SGLang's benchmark output?")
         concurrency = record["max_concurrency"]
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        if concurrency is None:  # SGLang's default: no cap, every request at once
+            concurrency = UNBOUNDED
+        elif isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ReportError(f"{where}: max_concurrency is {json.dumps(concurrency)}; expected a positive "
-                              "integer (run the benchmark with --max-concurrency)")
+                              "integer, or null for SGLang's default of no cap (--max-concurrency)")
         lines.setdefault(concurrency, []).append(lineno)
         levels[concurrency] = Level(concurrency, *(_number(record[key], where, key) for key in REQUIRED_KEYS[1:]))
     if not levels:
@@ -142,13 +183,22 @@ def parse_results(path: Path) -> tuple[dict[int, Level], dict[int, list[int]]]:
     return levels, lines
 
 
+def _lines_of(numbers: list[int]) -> str:
+    if len(numbers) <= 3:
+        return f"lines {', '.join(map(str, numbers))}"
+    return f"{len(numbers)} lines, first {numbers[0]}, last {numbers[-1]}"
+
+
 def repeats_note(label: str, name: str, lines: dict[int, list[int]]) -> Optional[str]:
-    """One note for every level a run measured more than once, or None."""
-    repeated = [f"{concurrency} (lines {', '.join(map(str, numbers))})"
-                for concurrency, numbers in sorted(lines.items()) if len(numbers) > 1]
+    """One note for every level a run measured more than once, or None; its size is bounded."""
+    repeated = [f"{concurrency_name(concurrency)} ({_lines_of(numbers)})"
+                for concurrency, numbers in sorted(lines.items(), key=lambda item: concurrency_order(item[0]))
+                if len(numbers) > 1]
     if not repeated:
         return None
-    return (f"{label}: {name} has more than one line for concurrency {', '.join(repeated)}; "
+    more = len(repeated) - NOTE_LEVELS
+    shown = ", ".join(repeated[:NOTE_LEVELS]) + (f" and {more} more" if more > 0 else "")
+    return (f"{label}: {name} has more than one line for concurrency {shown}; "
             "the last line of each is reported")
 
 
@@ -198,6 +248,26 @@ def parse_power(path: Path) -> dict[str, Any]:
     }
 
 
+def parse_answers(value: Any, where: str) -> Optional[Answers]:
+    """run.json's optional ``answers`` object: {passed: bool, classes: {class: count}, samples: int}."""
+    if value is None:
+        return None
+    expected = ("expected {passed: true|false, classes: {CLASS: COUNT}, samples: N} from the sglang_answers "
+                "role, or no answers key")
+    if not isinstance(value, dict):
+        raise ReportError(f"{where}: answers is a JSON {type(value).__name__}; {expected}")
+    passed, classes, samples = value.get("passed"), value.get("classes", {}), value.get("samples")
+    if not isinstance(passed, bool):
+        raise ReportError(f"{where}: answers.passed is {json.dumps(passed)}; {expected}")
+    if not isinstance(samples, int) or isinstance(samples, bool) or samples < 0:
+        raise ReportError(f"{where}: answers.samples is {json.dumps(samples)}; {expected}")
+    if not isinstance(classes, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in classes.items()):
+        raise ReportError(f"{where}: answers.classes is {json.dumps(classes)[:200]}; {expected}")
+    return Answers(passed, dict(classes), samples)
+
+
 def read_run(directory: Path) -> Run:
     """A run directory: its results, its power samples and its label."""
     if not directory.is_dir():
@@ -205,6 +275,7 @@ def read_run(directory: Path) -> Run:
                           "holding results.jsonl")
     levels, lines = parse_results(directory / "results.jsonl")
     label = directory.name
+    answers = None
     run_json = directory / "run.json"
     if os.path.lexists(run_json):
         try:
@@ -213,6 +284,8 @@ def read_run(directory: Path) -> Run:
             raise ReportError(f"{run_json}:{exc.lineno}: not JSON ({exc.msg})") from None
         if isinstance(meta, dict) and isinstance(meta.get("label"), str) and meta["label"].strip():
             label = meta["label"].strip()
+        if isinstance(meta, dict):
+            answers = parse_answers(meta.get("answers"), str(run_json))
     notes = [note for note in [repeats_note(label, "results.jsonl", lines)] if note]
     try:
         entries = sorted(directory.iterdir())
@@ -229,7 +302,7 @@ def read_run(directory: Path) -> Run:
             continue
         for key, value in sample.items():
             setattr(levels[concurrency], key, value)
-    return Run(label=label, directory=str(directory), levels=levels, notes=notes)
+    return Run(label=label, directory=str(directory), levels=levels, notes=notes, answers=answers)
 
 
 def read_runs(directories: list[str]) -> list[Run]:
@@ -250,11 +323,11 @@ def level_summary(run_dir: Path, concurrency: int) -> str:
     """The progress line printed as a level finishes."""
     levels, _ = parse_results(run_dir / "results.jsonl")
     if concurrency not in levels:
-        raise ReportError(f"{run_dir / 'results.jsonl'}: no line for concurrency {concurrency}; "
+        raise ReportError(f"{run_dir / 'results.jsonl'}: no line for concurrency {concurrency_name(concurrency)}; "
                           "the benchmark wrote no result for this level")
     level = levels[concurrency]
     csv = run_dir / f"power-{concurrency}.csv"
     power = parse_power(csv)["power_w"] if os.path.lexists(csv) else None
     watts = "not sampled" if power is None else f"{power:.0f} W per GPU"
-    return (f"concurrency {concurrency}: {level.total_throughput:.1f} tok/s total, "
+    return (f"concurrency {concurrency_name(concurrency)}: {level.total_throughput:.1f} tok/s total, "
             f"p99 TTFT {level.p99_ttft_ms:.1f} ms, mean power {watts}")

@@ -63,10 +63,12 @@ def sglang_version(package_dir: Path) -> str:
 
 
 # The options every module reading SGLang's source takes: a package directory,
-# or the interpreter of the virtualenv to find it from.
+# or the interpreter of the virtualenv to find it from. Both are taken literally
+# (type str): type path would expand $VAR and ~, so a directory named with a
+# literal '$HOME' could not be given, and a refusal would name a path never given.
 LOCATE_ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
-    "package_dir": {"type": "path"},
-    "python": {"type": "path"},
+    "package_dir": {"type": "str"},
+    "python": {"type": "str"},
 }
 LOCATE_REQUIRED_ONE_OF = [("package_dir", "python")]
 

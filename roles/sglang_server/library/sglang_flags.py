@@ -28,14 +28,14 @@ description:
   - Never changes anything.
 options:
   package_dir:
-    description: The sglang package directory (the folder holding C(srt/)).
-    type: path
+    description: The sglang package directory (the folder holding C(srt/)), taken literally (no C($VAR) or C(~)).
+    type: str
   python:
     description:
       - Python interpreter of the SGLang virtualenv; used to locate the package
         when I(package_dir) is not given (found, not imported), and to run SGLang's
-        own parser (I(runtime_check)).
-    type: path
+        own parser (I(runtime_check)). Taken literally.
+    type: str
   flags:
     description:
       - The profile, flag name without dashes -> value. C(true) passes a bare
@@ -178,6 +178,8 @@ from ansible.module_utils.sglang_locate import (
 )
 from ansible.module_utils.sglang_runtime_args import RuntimeAnswer, check_flags, parse_answer
 from ansible.module_utils.sglang_settings import (
+    FLAG_SOURCES,
+    SECRET_FLAG_RE,
     effective,
     secret_env_names,
     server_command,
@@ -195,7 +197,7 @@ def parser_asker(module: AnsibleModule) -> Optional[Callable[[list[str]], Runtim
     probe = inspect.getsource(sglang_parser_probe)
 
     def ask(argv: list[str]) -> RuntimeAnswer:
-        rc, out, err = module.run_command([params["python"], "-c", probe, json.dumps(argv)])
+        rc, out, err = module.run_command([params["python"], "-B", "-c", probe, json.dumps(argv)])
         return parse_answer(rc, out, err)
 
     return ask
@@ -212,6 +214,14 @@ def server_facts(module: AnsibleModule) -> Optional[dict]:
     # The user's variables that look like secrets: never shown (the invocation echoes the options).
     module.no_log_values.update(str(environment[name]) for name in secret_env_names(environment)
                                 if str(environment[name]))
+    # A refused key such as 'api-key=VALUE': its value is never shown (the invocation echoes the options).
+    for source in FLAG_SOURCES:
+        flags = settings.get(source)
+        if isinstance(flags, dict):
+            module.no_log_values.update(
+                key.split("=", 1)[1] for key in flags
+                if isinstance(key, str) and "=" in key and SECRET_FLAG_RE.search(key.split("=", 1)[0].lower())
+                and len(key.split("=", 1)[1]) >= 3)
     problems = server_problems(settings)
     if problems:
         module.fail_json(msg="\n  - ".join([SETTINGS_FAILED, *problems]), problems=problems, changed=False)

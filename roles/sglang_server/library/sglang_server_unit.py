@@ -55,9 +55,18 @@ options:
   environment:
     description:
       - Variables for the environment file. Values of names that look like secrets (C(*_TOKEN),
-        C(*_KEY), ...) are hidden from the output.
+        C(*_KEY), ...) are hidden from the output; I(--diff) masks every value not in
+        I(environment_public).
     type: dict
     default: {}
+  environment_public:
+    description:
+      - Names in I(environment) whose values I(--diff) may show (the role's own NCCL, Gloo and CUDA
+        variables, and C(sglang_server_environment_public)). C(HF_TOKEN) and C(SGLANG_SERVER_API_KEY)
+        are never shown.
+    type: list
+    elements: str
+    default: []
   autotune_cache:
     description: C(off) sets C(SGLANG_FLASHINFER_AUTOTUNE_CACHE=0); C(local) and C(fleet) leave SGLang's default.
     type: str
@@ -138,8 +147,13 @@ UNIT_DIR = "/etc/systemd/system"
 
 
 def environment_of(params: dict) -> dict:
-    """Everything the environment file holds, secrets included."""
+    """Everything the environment file holds, secrets included; UnitError when a setting is given twice."""
     environment = dict(params["environment"] or {})
+    twice = [f"environment sets {name}; set {option} instead (one variable per setting)"
+             for name, option in (("HF_TOKEN", "hf_token"), ("SGLANG_SERVER_API_KEY", "api_key"))
+             if name in environment and params[option]]
+    if twice:
+        raise UnitError(twice)
     if params["autotune_cache"] == "off":
         environment["SGLANG_FLASHINFER_AUTOTUNE_CACHE"] = "0"
     if params["hf_token"]:
@@ -164,11 +178,21 @@ def wanted_files(params: dict, environment: dict) -> tuple[Wanted, Wanted, Wante
     return env, key, unit
 
 
+# Set from the module's own options: their values are secrets whatever environment_public says.
+SECRET_VARIABLES = frozenset({"HF_TOKEN", "SGLANG_SERVER_API_KEY"})
+
+
 def run(module: AnsibleModule) -> None:
     params = module.params
-    environment = environment_of(params)
-    secrets = frozenset(secret_env_names(environment))
+    try:
+        environment = environment_of(params)
+    except UnitError as exc:
+        module.fail_json(msg="refusing to render the unit: " + "; ".join(exc.problems),
+                         problems=exc.problems, changed_files=[])
+    secrets = frozenset(secret_env_names(environment)) | (SECRET_VARIABLES & set(environment))
     module.no_log_values.update(str(v) for k, v in environment.items() if k in secrets and str(v))
+    # --diff shows only the values declared public; every other value of the file is masked.
+    shown = frozenset(params["environment_public"]) - secrets
     try:
         env, key, unit = wanted_files(params, environment)
     except UnitError as exc:
@@ -176,7 +200,7 @@ def run(module: AnsibleModule) -> None:
                          problems=exc.problems, changed_files=[])
     try:
         changed, diff = converge([env, key, unit], unit, params["name"], module.run_command,
-                                 module.check_mode, params["verify"], env, secrets)
+                                 module.check_mode, params["verify"], env, secrets, shown)
     except FilesError as exc:
         module.fail_json(msg=str(exc), changed_files=exc.written, unit=unit.text)
     module.exit_json(changed=bool(changed), diff=diff, changed_files=changed, unit=unit.text,
@@ -194,6 +218,7 @@ def main() -> None:
             argv=dict(type="list", elements="str", default=[]),
             env_flags=dict(type="list", elements="list", default=[]),
             environment=dict(type="dict", default={}),
+            environment_public=dict(type="list", elements="str", default=[]),
             autotune_cache=dict(type="str", choices=["fleet", "local", "off"], default="local"),
             hf_token=dict(type="str", default="", no_log=True),
             api_key=dict(type="str", default="", no_log=True),

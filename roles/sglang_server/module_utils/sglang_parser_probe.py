@@ -11,7 +11,9 @@ flag would silently let the last one win). It prints one JSON line:
   (no torch: the demo, ``--no-deps`` installs), so the static reader decides;
 * ``{"available": true, "ok": true}`` or ``{..., "ok": false, "error": ...}``.
 
-Standard library only; it must not import anything of Ansible's.
+Standard library only; it must not import anything of Ansible's. It reads the
+target's SGLang tree and writes nothing there: no ``__pycache__`` (the module
+also runs it with ``-B``; the line below covers any other caller).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import argparse
 import json
 import sys
 from typing import Any
+
+sys.dont_write_bytecode = True  # importing sglang must leave its tree as it was (check mode too)
 
 
 class Refused(Exception):

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ansible.module_utils import sglang_multinode
+from ansible.module_utils.sglang_unit_name import unit_name_problem
 from ansible.module_utils.systemd_text import UnitError, control_problems, env_lines, program_problem
 
 FLAG_SOURCES = ("sglang_server_profile", "sglang_autotune_server_args", "sglang_server_extra_flags")
@@ -33,8 +34,8 @@ SECRET_ENV_RE = re.compile(r"(^|_)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?
 SECRET_HINT = ("set the key through sglang_server_api_key (Ansible Vault): it goes only to a "
                "0600 file and never onto the command line, into the unit or the play output")
 ACCOUNT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,30}[$]?$")
-# systemd's unit name prefix (no '\\' escapes), without the '.service' suffix we add.
-UNIT_NAME_RE = re.compile(r"[A-Za-z0-9_:][A-Za-z0-9_:.-]{0,246}")
+# Variables the role sets itself: sglang_server_environment must not set them too.
+OWN_ENV = {"HF_TOKEN": "sglang_server_hf_token", "SGLANG_SERVER_API_KEY": "sglang_server_api_key"}
 HF_REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
 # RFC 3986 path (and query) characters; '%' only as a %XX escape.
 URL_PATH_RE = re.compile(r"/(?:[A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})*"
@@ -61,6 +62,10 @@ def _describe(char: str) -> str:
 
 def flag_name(source: str, key: Any) -> tuple[Optional[str], Optional[str]]:
     """(the flag name without dashes, None), or (None, why the key is refused)."""
+    if isinstance(key, str) and "=" in key:
+        return None, (f"{source} key {key.split('=', 1)[0] + '=...'!r} is not a flag name: it has '=' "
+                      "(what follows it is not shown). Give the value as the key's value, "
+                      "e.g. {'tp-size': 8}; secrets go through sglang_server_api_key")
     if not isinstance(key, str):
         return None, (f"{source} has the key {key!r} ({type(key).__name__}); flag names are "
                       "strings such as 'tp-size'")
@@ -250,15 +255,6 @@ def api_key_problems(key: Any) -> list[str]:
 # --------------------------------------------------------------------------
 
 
-def unit_name_problem(value: Any) -> Optional[str]:
-    text = value if isinstance(value, str) else ""
-    if UNIT_NAME_RE.fullmatch(text) and not text.endswith(".service"):
-        return None
-    return (f"sglang_server_unit_name must be a unit name systemd accepts, without '.service' "
-            f"(ASCII letters, digits, ':', '_', '.', '-'; not starting with '-' or '.'; no '@'; "
-            f"at most 247 characters), got {value!r}")
-
-
 def ready_path_problem(value: Any) -> Optional[str]:
     if isinstance(value, str) and URL_PATH_RE.fullmatch(value):
         return None
@@ -294,8 +290,18 @@ def _variable_problems(settings: Mapping[str, Any]) -> list[str]:
             env_lines(settings["sglang_server_environment"])
         except UnitError as exc:
             problems += exc.problems
+        problems += own_env_problems(settings["sglang_server_environment"], settings)
     problems += api_key_problems(settings.get("sglang_server_api_key"))
     return [p for p in problems if p]
+
+
+def own_env_problems(environment: Any, settings: Mapping[str, Any]) -> list[str]:
+    """sglang_server_environment setting a variable the role sets from its own setting."""
+    if not isinstance(environment, Mapping):
+        return []
+    return [f"sglang_server_environment sets {name}; set {variable} instead (one variable per setting; "
+            "keep it in Ansible Vault)"
+            for name, variable in OWN_ENV.items() if name in environment and variable in settings]
 
 
 def server_problems(settings: Mapping[str, Any]) -> list[str]:

@@ -123,13 +123,29 @@ def diff_entry(wanted: Wanted, before: Optional[str]) -> dict[str, str]:
             "before": before or "", "after": wanted.text or ""}
 
 
-def mask_env(text: Optional[str], secret_names: set[str]) -> str:
-    """An EnvironmentFile's text with the values of ``secret_names`` replaced by ********."""
+def mask_env(text: Optional[str], secret_names: set[str], shown_names: Optional[set[str]] = None) -> str:
+    """An EnvironmentFile's text with the values of ``secret_names`` replaced by ********.
+
+    With ``shown_names``, every value except theirs is replaced (the old file's too).
+    """
     lines = []
     for line in (text or "").splitlines(keepends=True):
         key = line.split("=", 1)[0]
-        lines.append(f'{key}="********"\n' if "=" in line and key in secret_names else line)
+        hidden = key not in shown_names if shown_names is not None else key in secret_names
+        lines.append(f'{key}="********"\n' if "=" in line and hidden else line)
     return "".join(lines)
+
+
+def unwritable(path: str) -> Optional[str]:
+    """The directory (or file) that keeps ``path`` from being written here, or None."""
+    probe = path if os.path.lexists(path) else os.path.dirname(path)
+    while not os.path.lexists(probe) and probe != os.path.dirname(probe):
+        probe = os.path.dirname(probe)
+    directory = probe if os.path.isdir(probe) else os.path.dirname(probe)
+    for candidate in dict.fromkeys([directory, probe]):
+        if not os.access(candidate, os.W_OK):
+            return candidate
+    return None
 
 
 class FilesError(Exception):
@@ -143,12 +159,15 @@ class FilesError(Exception):
 
 def converge(files: list[Wanted], unit: Wanted, name: str, run: Runner, check_mode: bool,
              verify: bool = True, env: Optional[Wanted] = None,
-             secret_names: frozenset[str] = frozenset()) -> tuple[list[str], list[dict[str, str]]]:
+             secret_names: frozenset[str] = frozenset(),
+             shown_names: Optional[frozenset[str]] = None) -> tuple[list[str], list[dict[str, str]]]:
     """Make ``files`` (``unit`` and ``env`` among them) what they should be: (changed paths, --diff).
 
     What differs is found first; a changed ``unit`` is verified with systemd before anything is
     written, so a rejected unit writes nothing. ``env``'s diff hides the values of
-    ``secret_names``. In check mode nothing is written. FilesError says what went wrong.
+    ``secret_names`` (with ``shown_names``: of every name but those). In check mode nothing is
+    written, but a file that could not be written fails as the real run would. FilesError says
+    what went wrong.
     """
     try:
         due = [wanted for wanted in files if differences(wanted)]
@@ -160,12 +179,19 @@ def converge(files: list[Wanted], unit: Wanted, name: str, run: Runner, check_mo
         if problem:
             raise FilesError(f"systemd-analyze verify rejected the new {name}.service; no file was "
                              f"written and the installed unit is unchanged: {problem}")
+    blocked = [(wanted.path, where) for wanted in due for where in [unwritable(wanted.path)] if where]
+    if blocked:
+        raise FilesError(f"the files of {name}.service cannot be written here: "
+                         + "; ".join(f"{path} ({where} is not writable: a read-only file system or its "
+                                     "permissions)" for path, where in blocked)
+                         + ". No file was written. Make the directory writable and re-run.")
     diff = []
+    shown = set(shown_names) if shown_names is not None else None
     for wanted in due:
         entry = diff_entry(wanted, befores[wanted.path])
         if wanted is env:
-            entry.update(before=mask_env(entry["before"], set(secret_names)),
-                         after=mask_env(entry["after"], set(secret_names)))
+            entry.update(before=mask_env(entry["before"], set(secret_names), shown),
+                         after=mask_env(entry["after"], set(secret_names), shown))
         diff.append(entry)
     if due and not check_mode:
         try:

@@ -101,6 +101,9 @@ def env_value(value: Any) -> str:
 
 def env_lines(environment: Mapping[str, Any], name: str = "sglang_server_environment") -> list[str]:
     """``KEY="value"`` lines for an EnvironmentFile, sorted; refuses bad names and values."""
+    if not isinstance(environment, Mapping):
+        raise UnitError([f"{name} must be a mapping of variable name -> value (e.g. {{HF_HOME: /data/hf}}), "
+                         f"got a {type(environment).__name__}"])
     problems = []
     lines = []
     for key in sorted(environment, key=str):

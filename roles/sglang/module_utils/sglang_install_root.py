@@ -1,0 +1,67 @@
+"""The install root as the target resolves it: not a system directory, a directory, writable.
+
+The role's validate.yml checks the string the user gave; this checks the path it
+reaches on the target (through any symlink), before anything is created there,
+in check mode too, so that check mode fails where the real run would.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+# Directories that hold other things: old installs under the root are deleted when pruned.
+SYSTEM_DIRECTORIES = frozenset([
+    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/media", "/mnt", "/opt",
+    "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/usr/bin", "/usr/lib", "/usr/local",
+    "/usr/sbin", "/usr/share", "/var", "/var/lib", "/var/tmp",
+])
+# What the module writes under the root: each must be a directory where it exists.
+OWN_DIRECTORIES = ("venvs", "tools", "cache")
+
+
+def nearest_existing(path: Path) -> Path:
+    while not os.path.lexists(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
+def root_problem(root: str) -> Optional[str]:
+    """Why ROOT cannot hold SGLang's installs on this machine, or None."""
+    resolved = Path(os.path.realpath(root))
+    given = f"sglang_root={root}"
+    if str(resolved) != os.path.normpath(root):
+        given += f" (which resolves to {resolved} here)"
+    if str(resolved) in SYSTEM_DIRECTORIES:
+        return (f"{given} is a system directory: expected a directory of its own such as /opt/sglang; "
+                "old installs under it are deleted when pruned. Nothing was changed. Set sglang_root to a "
+                "directory that holds nothing else (a symlink to a system directory counts as that directory).")
+    existing = nearest_existing(resolved)
+    if not existing.is_dir():
+        return (f"{given}: {existing} is a {'file' if existing.is_file() else 'non-directory'}, so the install "
+                "root cannot be made there. Nothing was changed. Move it away or set sglang_root elsewhere.")
+    for name in OWN_DIRECTORIES:
+        own = resolved / name
+        if os.path.lexists(own) and not own.is_dir():
+            return (f"{given}: {own} is not a directory (found a {'dangling symlink' if own.is_symlink() else 'file'}); "
+                    f"the installs need it as a directory of their own. Nothing was changed. Move {own} away "
+                    "and re-run.")
+        if own.is_symlink() and os.path.realpath(own) in SYSTEM_DIRECTORIES:
+            return (f"{given}: {own} leads to {os.path.realpath(own)}, a system directory; the installs write "
+                    "(and venvs/ prunes) under it. Nothing was changed. Point it at a directory of its own.")
+    for path in [existing, *(resolved / name for name in OWN_DIRECTORIES if (resolved / name).is_dir())]:
+        if not os.access(path, os.W_OK):
+            return (f"{given}: {path} is not writable here (a read-only file system or its permissions), so "
+                    "nothing can be installed. Nothing was changed. Make it writable (remount it read-write) "
+                    "or set sglang_root to a writable directory.")
+    return None
+
+
+def venv_problem(venv: Path) -> Optional[str]:
+    """Why the new install's path cannot be used (something that is not a virtualenv is there), or None."""
+    if os.path.lexists(venv) and (venv.is_symlink() or not venv.is_dir()):
+        kind = "symlink" if venv.is_symlink() else "file"
+        return (f"{venv} is a {kind}, not a virtualenv: the new install goes there and only installs belong "
+                f"under {venv.parent}. Nothing was changed. Move {venv} away and re-run.")
+    return None
