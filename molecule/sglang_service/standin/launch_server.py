@@ -32,6 +32,7 @@ Failure behaviours for the tests, read from /etc/sglang-standin/mode at start:
   never_ready   serve, but answer 503 on the health endpoints forever
   crash         log the start line and exit 1
   short         one "FlashInfer autotune completed." line fewer than ranks
+and how fast each release answers from /etc/sglang-standin/speed.json (release_speed).
 """
 
 import argparse
@@ -48,6 +49,7 @@ import time
 from pathlib import Path
 
 MODE_FILE = Path("/etc/sglang-standin/mode")
+SPEED_FILE = Path("/etc/sglang-standin/speed.json")
 GATE_FILES = (
     "srt/model_executor/runner/flashinfer_autotune.py",
     "srt/model_executor/runner/base_runner.py",
@@ -150,6 +152,26 @@ def run_autotune(args, mode):
         log("FlashInfer autotune completed.", rank)
 
 
+def release_speed():
+    """How long this release takes per request, from /etc/sglang-standin/speed.json keyed by the
+    SGLang version, read once at start (a release's speed is fixed until it restarts), e.g.
+    {"0.5.18": {"request_seconds": 0.15, "crowded": {"inflight": 2, "request_seconds": 0.3}}}:
+    0.15 s each, 0.3 s for a request that arrives while 2 or more are in flight (so slower at a
+    high concurrency only). Without an entry: STANDIN_REQUEST_SECONDS (default 0.05) always."""
+    base = {"request_seconds": float(os.environ.get("STANDIN_REQUEST_SECONDS", "0.05"))}
+    if SPEED_FILE.is_file():
+        entry = json.loads(SPEED_FILE.read_text(encoding="utf-8")).get(version())
+        if isinstance(entry, dict):
+            base.update(entry)
+    crowded = base.get("crowded") or {}
+
+    def seconds(inflight_before):
+        if crowded and inflight_before >= int(crowded["inflight"]):
+            return float(crowded["request_seconds"])
+        return float(base["request_seconds"])
+    return seconds
+
+
 def merged_argv(argv):
     """argv with the --config file's options first, as SGLang's ConfigArgumentMerger does."""
     if "--config" not in argv:
@@ -198,6 +220,7 @@ def main():
         for rank in range(completed):
             log("FlashInfer autotune completed.", rank)
 
+    speed = release_speed()
     state = {"ready": mode != "never_ready", "inflight": 0}
     lock = threading.Lock()
     name = args.served_model_name or args.model_path
@@ -246,9 +269,10 @@ def main():
                 self.reply(404, {"error": f"stand-in has no {path}"})
                 return
             with lock:
+                before = state["inflight"]
                 state["inflight"] += 1
             try:
-                time.sleep(float(os.environ.get("STANDIN_REQUEST_SECONDS", "0.05")))
+                time.sleep(speed(before))
                 text = f"stand-in completion from {os.uname().nodename} (SGLang {version()})"
                 if path == "/v1/chat/completions":
                     choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
