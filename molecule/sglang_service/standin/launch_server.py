@@ -48,6 +48,8 @@ import threading
 import time
 from pathlib import Path
 
+import sglang_standin_answers as standin_answers
+
 MODE_FILE = Path("/etc/sglang-standin/mode")
 SPEED_FILE = Path("/etc/sglang-standin/speed.json")
 GATE_FILES = (
@@ -141,7 +143,8 @@ def run_autotune(args, mode):
                 f"writing fresh result to: {path.parent / 'runs' / path.name}", rank)
     seconds = float(os.environ.get("STANDIN_AUTOTUNE_SECONDS", "0"))
     time.sleep(seconds / 10 if cached else seconds)
-    tactics = contents.pop() if cached else json.dumps({"stand-in": True, "tactics": {}}) + "\n"
+    tuned = standin_answers.tuned_tactics(args.flashinfer_autotune_skip_ops or [])
+    tactics = contents.pop() if cached else json.dumps({"stand-in": True, "tactics": tuned}) + "\n"
     for path in paths:
         target = path if reuse else path.parent / "runs" / path.name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -150,6 +153,10 @@ def run_autotune(args, mode):
     completed = args.tp_size - 1 if mode == "short" else args.tp_size
     for rank in range(completed):
         log("FlashInfer autotune completed.", rank)
+    try:
+        return json.loads(tactics).get("tactics") or {}
+    except ValueError:
+        return {}
 
 
 def release_speed():
@@ -193,6 +200,7 @@ def main():
     parser.add_argument("--model-path", default="stand-in")
     parser.add_argument("--served-model-name", default=None)
     parser.add_argument("--quantization", default=None)
+    parser.add_argument("--flashinfer-autotune-skip-ops", nargs="+", default=[])
     argv = merged_argv(sys.argv[1:])
     args, _ = parser.parse_known_args(argv)
     mode = MODE_FILE.read_text().strip() if MODE_FILE.is_file() else "normal"
@@ -211,15 +219,19 @@ def main():
     runs = listed and args.moe_runner_backend == "flashinfer_cutlass" and not args.disable_flashinfer_autotune
     log(f"stand-in: gate {gate} lists flashinfer_cutlass: {listed}; "
         f"disable flag: {args.disable_flashinfer_autotune}; autotune runs: {runs}")
+    tactics = {}
     if runs and cache_era():
-        run_autotune(args, mode)
+        tactics = run_autotune(args, mode)
     elif runs:
+        tactics = standin_answers.tuned_tactics(args.flashinfer_autotune_skip_ops or [])
         for rank in range(args.tp_size):
             log("Running FlashInfer autotune...", rank)
         completed = args.tp_size - 1 if mode == "short" else args.tp_size
         for rank in range(completed):
             log("FlashInfer autotune completed.", rank)
 
+    log(f"stand-in: tactics in use: {json.dumps(tactics, sort_keys=True)}")
+    known = standin_answers.load_prompts()
     speed = release_speed()
     state = {"ready": mode != "never_ready", "inflight": 0}
     lock = threading.Lock()
@@ -274,6 +286,11 @@ def main():
             try:
                 time.sleep(speed(before))
                 text = f"stand-in completion from {os.uname().nodename} (SGLang {version()})"
+                request = json.loads(body or b"{}")
+                prompt = request.get("prompt") if path != "/v1/chat/completions" else (
+                    (request.get("messages") or [{}])[-1].get("content"))
+                if isinstance(prompt, str) and (prompt in known or standin_answers.bad_tactic(tactics)):
+                    text = standin_answers.answer(prompt, int(request.get("max_tokens") or 16), tactics, known)
                 if path == "/v1/chat/completions":
                     choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
                     kind = "chat.completion"
@@ -299,6 +316,8 @@ def main():
 
         family = V6
     family.daemon_threads = True
+    # uvicorn (SGLang) listens with a backlog of 2048; http.server with 5 resets a burst of clients.
+    family.request_queue_size = 256
     server = family((args.host, args.port), Handler)
 
     def drain(*_):

@@ -3,7 +3,7 @@
     python make_wheel.py REAL.whl OUTDIR [--slim]
 
 Adds sglang_standin.pth and sglang_standin_boot.py (see that file) and
-rewrites RECORD for the three files; every other member is copied byte for byte.
+rewrites RECORD for the four files (sglang_standin_answers.py: its answers and tactics); every other member is copied byte for byte.
 --slim keeps only what the roles read without SGLang's dependencies (the
 top-level modules, the flag sources, model_executor with the autotune gate,
 the dist-info; RECORD lists exactly those), with the stand-in benchmark
@@ -25,6 +25,7 @@ REPLACED = {
     "sglang/launch_server.py": HERE / "launch_server.py",
     "sglang_standin.pth": HERE / "sglang_standin.pth",
     "sglang_standin_boot.py": HERE / "sglang_standin_boot.py",
+    "sglang_standin_answers.py": HERE / "sglang_standin_answers.py",
 }
 
 # --slim only: SGLang's benchmark needs dependencies the slim install has not.
