@@ -12,7 +12,8 @@ stand-in of molecule/sglang_service/standin). One module-scoped fleet serves
 every test, in order:
   1. deployed on 0.5.18 (playbooks/fleet.yml);
   2. rolled to 0.5.23 with fleet-r1 made to fail its upgrade: the roll stops
-     there, fleet-r1 stays out on its previous install, the others serve;
+     there, fleet-r1 goes back into the gateway on its previous install, the
+     run fails naming it, the others serve;
   3. rolled again, the cause gone, and the controller (ansible-playbook's
      whole process group) killed with SIGKILL as soon as fleet-r1's new
      install is in place: fleet-r1 is out of the gateway, switched to 0.5.23
@@ -21,7 +22,16 @@ every test, in order:
      install changed under it; fleet-r1's autotune cache pushed to fleet-r2
      and fleet-r3), the request loop running through 3 and 4 without a gap;
   5. a take-out that a killed controller left draining in smg: the next
-     take-out waits for it, and the replica put back stays in.
+     take-out waits for it, and the replica put back stays in;
+  6. a replica left out of the gateway (as a killed roll leaves it):
+     playbooks/fleet.yml puts it back;
+  7. canaries (-e sglang_canary=true, candidate 0.5.18 against the fleet's
+     0.5.23, each release's speed set in the stand-in's speed file): one
+     three times slower at concurrency 4 only, refused and rolled back (its
+     baseline benchmark and answer reference taken first); one whose fresh
+     autotune drifts its answers, refused; one twice as fast, the controller
+     killed in its benchmark and the command run again: promoted, the rest
+     follow. The promotion log holds each decision.
 A bounded request loop runs through the gateway during every roll; a monitor
 counts the healthy workers it lists (tests/fleet_harness.py holds these and the
 containers). The figures the README's Fleet section quotes are printed as
@@ -103,6 +113,8 @@ def deploy(tmp: Path, key: str) -> float:
         docker("cp", str(wheels), f"{name}:/opt/sglang-wheels")
         docker("exec", "-i", name, "sh", "-c", f"cat > {BENCH_PYTHON} && chmod 755 {BENCH_PYTHON}", input=BENCH_WRAPPER)
         set_speed(name, BASE_SPEED)
+        # The stand-in answers the answer check's prompts (sglang_standin_answers.py).
+        docker("cp", str(REPO / "roles/sglang_answers/files/prompts.json"), f"{name}:/etc/sglang-standin/prompts.json")
     docker("cp", str(smg), f"{GATEWAY}:/opt/smg-wheels")
     done, seconds = play(tmp, "fleet.yml", log="deploy")
     assert done.returncode == 0, done.stdout[-4000:]
@@ -184,7 +196,8 @@ def test_a_failed_upgrade_stops_the_roll_and_the_rest_serve(failed_roll):
     done, traffic, state = failed_roll["done"], failed_roll["traffic"], failed_roll["state"]
     assert done.returncode != 0
     assert f"The roll stopped at {FAILING}" in done.stdout, done.stdout[-3000:]
-    assert f"[{R2}" not in done.stdout and f"[{R3}" not in done.stdout   # never started
+    roll = done.stdout.split("PLAY [Roll the replicas, one at a time]")[-1]
+    assert f"[{R2}" not in roll and f"[{R3}" not in roll   # never started
     assert traffic.failed == 0, traffic.errors[:5]
     assert traffic.served > 20
     assert traffic.min_healthy >= len(REPLICAS) - 1
@@ -334,7 +347,8 @@ def test_the_deploy_puts_back_a_replica_that_a_roll_left_out(killed_and_rerun, f
 # The canary: the fleet is on NEW; the candidate is OLD, made faster or slower by the stand-in's
 # speed file (the canary does not care which way the versions go). One refused canary, then one
 # killed in its benchmark and re-run, which promotes.
-CANARY_ARGS = ["-e", f"sglang_version={OLD}", "-e", "sglang_canary=true", "-e", "sglang_canary_answers=false"]
+CANARY_ARGS = ["-e", f"sglang_version={OLD}", "-e", "sglang_canary=true"]
+AUTOTUNE_CACHE = "/var/cache/sglang/flashinfer/autotune"
 
 
 def server_starts(name: str) -> int:
@@ -378,11 +392,52 @@ def test_a_candidate_slower_at_one_concurrency_is_refused_and_rolled_back(refuse
     assert (entry["decision"], entry["release"], entry["previous"], entry["canary"]) == ("refused", OLD, NEW, R1)
     ratios = {v["concurrency"]: v["throughput_ratio"] for v in entry["verdicts"]}
     assert ratios[4] < 0.97 <= ratios[1], ratios
-    assert entry["answers"] is None and "canary-baseline-" in entry["baseline_run"]
+    assert entry["answers"]["passed"] and "canary-baseline-" in entry["baseline_run"]
+    assert (fleet["tmp"] / "bench-runs" / "answers" / f"{R1}-{NEW}.json").is_file()   # the reference
+
+
+def forget_tactics(tmp: Path, flashinfer: str) -> None:
+    """No tuned tactics for this FlashInfer on the canary nor in the fleet's cache: it tunes anew."""
+    docker("exec", R1, "rm", "-rf", f"{AUTOTUNE_CACHE}/{flashinfer}", "/etc/sglang-standin/autotune.json")
+    shutil.rmtree(tmp / "fleet-cache" / flashinfer, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
-def promoted_canary(fleet, refused_canary):
+def drifting_canary(fleet, refused_canary):
+    """A faster candidate whose fresh tune picks a tactic that makes every answer drift."""
+    tmp = fleet["tmp"]
+    set_speed(R1, {**BASE_SPEED, OLD: {"request_seconds": 0.1}})
+    forget_tactics(tmp, "0.6.17")
+    docker("exec", "-i", R1, "sh", "-c", "cat > /etc/sglang-standin/autotune.json", input='{"tactic": "drift"}')
+    try:
+        with Traffic() as traffic:
+            done, seconds = play(tmp, "rolling_upgrade.yml", *CANARY_ARGS, "-e", f"bench_runs_dir={tmp / 'bench-runs'}",
+                                 log="canary-drift")
+        versions = {n: (current_version(n), serving_version(n)) for n in REPLICAS}
+    finally:
+        forget_tactics(tmp, "0.6.17")
+    return {"done": done, "seconds": seconds, "traffic": traffic, "versions": versions}
+
+
+def test_a_candidate_with_drifting_answers_is_refused(drifting_canary, fleet):
+    done, traffic = drifting_canary["done"], drifting_canary["traffic"]
+    text = " ".join(done.stdout.split())
+    assert done.returncode != 0
+    assert f"SGLang {OLD} refused on canary {R1} (compared with {NEW} on the same replica): answers failed (" \
+        in text, done.stdout[-3000:]
+    reasons = text.split("refused on canary")[1].split("is back in the gateway")[0]
+    assert "drift" in reasons and "concurrency" not in reasons   # as fast: refused for its answers alone
+    assert drifting_canary["versions"] == {n: (NEW, NEW) for n in REPLICAS}
+    assert healthy_urls() == {w["url"] for w in workers()} == set(URLS.values())
+    assert traffic.failed == 0, traffic.errors[:5]
+    assert traffic.min_healthy >= len(REPLICAS) - 1
+    entry = promotions(fleet["tmp"])[-1]
+    assert (entry["decision"], entry["answers"]["passed"]) == ("refused", False)
+    assert entry["answers"]["classes"]["drift"] > 0
+
+
+@pytest.fixture(scope="module")
+def promoted_canary(fleet, drifting_canary):
     """A candidate twice as fast; the controller killed in its benchmark, then the same command."""
     tmp = fleet["tmp"]
     set_speed(R1, {**BASE_SPEED, OLD: {"request_seconds": 0.1}})
@@ -410,8 +465,9 @@ def test_a_faster_candidate_is_promoted_after_a_killed_canary(promoted_canary, r
     entry = promotions(fleet["tmp"])[-1]
     assert (entry["decision"], entry["release"], entry["previous"]) == ("promoted", OLD, NEW)
     assert all(v["throughput_ratio"] > 1.2 for v in entry["verdicts"]), entry["verdicts"]
-    # The baseline measured before the refused canary served this one too.
-    assert entry["baseline_run"] == promotions(fleet["tmp"])[-2]["baseline_run"]
+    assert entry["answers"]["passed"]
+    # The baseline measured before the first canary served every later one.
+    assert entry["baseline_run"] == promotions(fleet["tmp"])[0]["baseline_run"]
     refused = refused_canary["traffic"]
     figures = {"canary_refused_run_seconds": round(refused_canary["seconds"], 1),
                "canary_refused_out_of_gateway_seconds": round(refused.out_seconds[URLS[R1]], 1),
