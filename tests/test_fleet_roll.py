@@ -120,8 +120,9 @@ def deploy(tmp: Path, key: str) -> float:
     assert done.returncode == 0, done.stdout[-4000:]
     assert healthy_urls() == set(URLS.values())
     if os.environ.get("FLEET_IMAGES"):
-        for old in docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", "local/i15-fleet-*").stdout.split():
-            docker("rmi", old, check=False)
+        for name in [GATEWAY, *REPLICAS]:   # this fleet's images only (FLEET_PREFIX keeps fleets apart)
+            for old in docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", image_of(name, "*")).stdout.split():
+                docker("rmi", old, check=False)
         for name in [GATEWAY, *REPLICAS]:
             docker("commit", name, image_of(name, key))
         shutil.rmtree(deploy_cache(key).parent, ignore_errors=True)
