@@ -22,22 +22,42 @@ import yaml
 
 from conftest import REPO, wheel_cache
 
-NET = "i15-fleet-test"
-SUBNET = "169.254.77.0/24"
-GATEWAY_IP = "169.254.77.10"
-REPLICAS = {f"fleet-r{i}": f"169.254.77.{10 + i}" for i in (1, 2, 3)}
+# FLEET_PREFIX and FLEET_SUBNET (the third octet) let two fleets run on one Docker engine.
+PREFIX = os.environ.get("FLEET_PREFIX", "")
+OCTET = int(os.environ.get("FLEET_SUBNET", "77"))
+NET = f"{PREFIX}i15-fleet-test"
+SUBNET = f"169.254.{OCTET}.0/24"
+GATEWAY_IP = f"169.254.{OCTET}.10"
+REPLICAS = {f"{PREFIX}fleet-r{i}": f"169.254.{OCTET}.{10 + i}" for i in (1, 2, 3)}
+R1, R2, R3 = REPLICAS
 URLS = {name: f"http://{ip}:30000" for name, ip in REPLICAS.items()}
-GATEWAY = "fleet-gw"
+GATEWAY = f"{PREFIX}fleet-gw"
 IMAGE = os.environ.get("MOLECULE_IMAGE", "local/debian12-systemd:latest")
 OLD, NEW = "0.5.18", "0.5.23"          # FlashInfer 0.6.17 and 0.7.2 (their pins)
 AUTOTUNE_SECONDS = 1                  # the stand-in's tuning time; a tenth with a usable cache
-FAILING = "fleet-r1"                  # its wheels are taken away: its upgrade fails
+FAILING = R1                         # its wheels are taken away: its upgrade fails
 SMG_DRAIN_SECONDS = 5                 # smg 1.13.0 drains a removed worker this long ("Draining ... for 5s")
 SMG = yaml.safe_load((REPO / "roles/sglang_router/defaults/main.yml").read_text())["sglang_router_version"]
 UV = yaml.safe_load((REPO / "roles/sglang/defaults/main.yml").read_text())["sglang_uv_version"]
 
-def docker(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check)
+# The stand-in server reads how fast each release is from this file at start (release_speed in
+# launch_server.py). The fleet's release 0.5.23 answers in 0.2 s, so that the canary's timings are
+# far above the controller's jitter; a candidate's entry is written before each canary.
+SPEED_FILE = "/etc/sglang-standin/speed.json"
+BASE_SPEED = {NEW: {"request_seconds": 0.2}}
+CANARY_LEVELS = (1, 4)
+# SGLANG_STANDIN lets `python -m sglang.benchmark.serving` import the slim install's package.
+BENCH_PYTHON = "/usr/local/bin/standin-bench-python"
+BENCH_WRAPPER = '#!/bin/sh\nSGLANG_STANDIN=1 exec /opt/sglang/current/bin/python "$@"\n'
+
+
+def set_speed(name: str, speeds: dict) -> None:
+    docker("exec", "-i", name, "sh", "-c", f"mkdir -p /etc/sglang-standin && cat > {SPEED_FILE}.new "
+           f"&& mv {SPEED_FILE}.new {SPEED_FILE}", input=json.dumps(speeds))
+
+
+def docker(*args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check, input=input)
 
 
 def start(name: str, ip: str, image: str = IMAGE) -> None:
@@ -86,7 +106,14 @@ def inventory(tmp: Path) -> Path:
             "sglang_server_fleet_cache_dir": str(tmp / "fleet-cache"),
             "sglang_server_environment": {"SGLANG_STANDIN": "1", "SGLANG_CACHE_DIR": "/var/cache/sglang",
                                           "STANDIN_AUTOTUNE_SECONDS": str(AUTOTUNE_SECONDS),
-                                          "STANDIN_REQUEST_SECONDS": "0.05"}}},
+                                          "STANDIN_REQUEST_SECONDS": "0.05"},
+            # The canary's benchmark: the stand-in benchmark of the slim wheel (BENCH_PYTHON), small.
+            "sglang_bench_python": BENCH_PYTHON, "sglang_bench_concurrencies": list(CANARY_LEVELS),
+            "sglang_bench_prompts_multiplier": 4, "sglang_bench_input_len": 64, "sglang_bench_output_len": 64,
+            "sglang_bench_power": "false",
+            # p99 of 4 to 16 requests on two shared cores jitters by tens of ms: the TTFT check is
+            # tried in tests/test_sglang_canary.py; here a regression is in throughput.
+            "sglang_canary_ttft_tolerance": 100.0}},
         "sglang_gateway": {"hosts": {GATEWAY: {**common, "ansible_host": GATEWAY}}, "vars": {
             "sglang_router_pip_extra_args": "--no-index --find-links /opt/smg-wheels",
             "sglang_router_health_check_interval_secs": 1, "sglang_router_health_failure_threshold": 1,
@@ -242,7 +269,7 @@ def host_lines(stdout: str, host: str, task: str) -> str:
 def rolled_order(stdout: str) -> list[str]:
     """The replicas in the order the roll play took them."""
     roll = stdout.split("PLAY [Roll the replicas, one at a time]", 1)[-1]
-    return list(dict.fromkeys(re.findall(r"\[(fleet-r\d)[\] ]", roll)))
+    return list(dict.fromkeys(re.findall(rf"\[({re.escape(PREFIX)}fleet-r\d)[\] ]", roll)))
 
 
 def cpu_seconds() -> float:

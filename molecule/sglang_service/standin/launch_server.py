@@ -32,6 +32,7 @@ Failure behaviours for the tests, read from /etc/sglang-standin/mode at start:
   never_ready   serve, but answer 503 on the health endpoints forever
   crash         log the start line and exit 1
   short         one "FlashInfer autotune completed." line fewer than ranks
+and how fast each release answers from /etc/sglang-standin/speed.json (release_speed).
 """
 
 import argparse
@@ -50,6 +51,7 @@ from pathlib import Path
 import sglang_standin_answers as standin_answers
 
 MODE_FILE = Path("/etc/sglang-standin/mode")
+SPEED_FILE = Path("/etc/sglang-standin/speed.json")
 GATE_FILES = (
     "srt/model_executor/runner/flashinfer_autotune.py",
     "srt/model_executor/runner/base_runner.py",
@@ -159,6 +161,26 @@ def run_autotune(args, mode):
         return {}
 
 
+def release_speed():
+    """How long this release takes per request, from /etc/sglang-standin/speed.json keyed by the
+    SGLang version, read once at start (a release's speed is fixed until it restarts), e.g.
+    {"0.5.18": {"request_seconds": 0.15, "crowded": {"inflight": 2, "request_seconds": 0.3}}}:
+    0.15 s each, 0.3 s for a request that arrives while 2 or more are in flight (so slower at a
+    high concurrency only). Without an entry: STANDIN_REQUEST_SECONDS (default 0.05) always."""
+    base = {"request_seconds": float(os.environ.get("STANDIN_REQUEST_SECONDS", "0.05"))}
+    if SPEED_FILE.is_file():
+        entry = json.loads(SPEED_FILE.read_text(encoding="utf-8")).get(version())
+        if isinstance(entry, dict):
+            base.update(entry)
+    crowded = base.get("crowded") or {}
+
+    def seconds(inflight_before):
+        if crowded and inflight_before >= int(crowded["inflight"]):
+            return float(crowded["request_seconds"])
+        return float(base["request_seconds"])
+    return seconds
+
+
 def merged_argv(argv):
     """argv with the --config file's options first, as SGLang's ConfigArgumentMerger does."""
     if "--config" not in argv:
@@ -212,6 +234,7 @@ def main():
 
     log(f"stand-in: tactics in use: {json.dumps(tactics, sort_keys=True)}")
     known = standin_answers.load_prompts()
+    speed = release_speed()
     state = {"ready": mode != "never_ready", "inflight": 0}
     lock = threading.Lock()
     name = args.served_model_name or args.model_path
@@ -260,9 +283,10 @@ def main():
                 self.reply(404, {"error": f"stand-in has no {path}"})
                 return
             with lock:
+                before = state["inflight"]
                 state["inflight"] += 1
             try:
-                time.sleep(float(os.environ.get("STANDIN_REQUEST_SECONDS", "0.05")))
+                time.sleep(speed(before))
                 text = f"stand-in completion from {os.uname().nodename} (SGLang {version()})"
                 request = json.loads(body or b"{}")
                 prompt = request.get("prompt") if path != "/v1/chat/completions" else (

@@ -6,7 +6,8 @@ Adds sglang_standin.pth and sglang_standin_boot.py (see that file) and
 rewrites RECORD for the four files (sglang_standin_answers.py: its answers and tactics); every other member is copied byte for byte.
 --slim keeps only what the roles read without SGLang's dependencies (the
 top-level modules, the flag sources, model_executor with the autotune gate,
-the dist-info; RECORD lists exactly those): a 0.5.23 wheel goes from about
+the dist-info; RECORD lists exactly those), with the stand-in benchmark
+(bench_serving.py) as sglang/benchmark/serving.py: a 0.5.23 wheel goes from about
 6,400 files to under 200, so that installing it is cheap (tests/test_fleet_roll.py).
 """
 
@@ -27,6 +28,9 @@ REPLACED = {
     "sglang_standin_answers.py": HERE / "sglang_standin_answers.py",
 }
 
+# --slim only: SGLang's benchmark needs dependencies the slim install has not.
+SLIM_REPLACED = {"sglang/benchmark/serving.py": HERE / "bench_serving.py"}
+
 SLIM = re.compile(r"sglang/[^/]+|sglang/srt/server_args[^/]*\.py|sglang/srt/(arg_groups|model_executor)/.*"
                   r"|sglang-[^/]+\.dist-info/.*")
 
@@ -39,7 +43,7 @@ def record_line(name: str, data: bytes) -> str:
 def main(real: Path, outdir: Path, slim: bool = False) -> Path:
     out = outdir / real.name
     outdir.mkdir(parents=True, exist_ok=True)
-    new = {name: path.read_bytes() for name, path in REPLACED.items()}
+    new = {name: path.read_bytes() for name, path in {**REPLACED, **(SLIM_REPLACED if slim else {})}.items()}
     with zipfile.ZipFile(real) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
         record_name = next(n for n in src.namelist() if n.endswith(".dist-info/RECORD"))
         for info in src.infolist():
