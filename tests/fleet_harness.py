@@ -104,6 +104,7 @@ def inventory(tmp: Path) -> Path:
             # TP 2: the hand-in must carry every rank's file (SGLang discards a set that disagrees).
             "sglang_server_tp_size": 2, "sglang_server_autotune_cache": "fleet", "sglang_server_gpu_sm": "sm120",
             "sglang_server_fleet_cache_dir": str(tmp / "fleet-cache"),
+            "sglang_server_answers_reference_dir": str(tmp / "answer-references"),
             "sglang_server_environment": {"SGLANG_STANDIN": "1", "SGLANG_CACHE_DIR": "/var/cache/sglang",
                                           "STANDIN_AUTOTUNE_SECONDS": str(AUTOTUNE_SECONDS),
                                           "STANDIN_REQUEST_SECONDS": "0.05"},

@@ -10,8 +10,8 @@ which corrupt generations on RTX PRO 6000 (flashinfer-ai/flashinfer#4841). No mo
   few prompts (1 in 25, by their hash) leave the first answer's words early, as a near-tie does.
 - Tactics: STANDIN_ETC/autotune.json says what tuning picks for the cutlass MoE ops
   (trtllm::fused_moe::gemm1 and gemm2): {"tactic": "good"}, {"tactic": "corrupt", "rate": 0.1}
-  (that share of generations, by prompt hash, becomes a run of "!"), or {"tactic": "drift"} (every
-  answer fluent and different). The tactics go into the autotune cache file, so a pushed cache
+  (that share of generations, by prompt hash, becomes a run of "!"), or {"tactic": "drift"} (short
+  answers still right, every long one fluent and different: only a reference shows it). The tactics go into the autotune cache file, so a pushed cache
   carries them as a real one would; --flashinfer-autotune-skip-ops leaves an op untuned (good),
   and no autotune (the gate, --disable-flashinfer-autotune) means no tuned tactic at all.
 """
@@ -83,9 +83,9 @@ def answer(prompt: str, max_tokens: int, tactics: dict[str, dict], known: dict[s
     bad = bad_tactic(tactics)
     if bad and bad["tactic"] == "corrupt" and _unit("corrupt|" + prompt) < float(bad.get("rate", 0.1)):
         return "!" * max_tokens
-    if bad and bad["tactic"] == "drift":
-        return " " + _fluent("drift|" + prompt, min(max_tokens, 200))
     entry = known.get(prompt)
+    if bad and bad["tactic"] == "drift" and not (entry and entry.get("expect")):
+        return " " + _fluent("drift|" + prompt, min(max_tokens, 200))
     salt = os.urandom(4).hex()
     if entry and entry.get("expect"):
         wanted = entry["expect"][0]
