@@ -100,8 +100,9 @@ def play(tmp_path: Path, tasks_from: str, variables: dict) -> tuple:
     return run_playbook(tmp_path / "runner", str(book), [])
 
 
-@pytest.mark.parametrize("tp, ranks, handed_in", [(2, 2, True), (8, 8, True), (4, 2, False)])
-def test_fetch_hands_in_every_rank_of_the_start(tmp_path, tp, ranks, handed_in):
+@pytest.mark.parametrize("tp, ranks, handed_in, passed", [(2, 2, True, True), (8, 8, True, True), (4, 2, False, True),
+                                                     (2, 2, False, False)])
+def test_fetch_hands_in_every_rank_of_the_start(tmp_path, tp, ranks, handed_in, passed):
     """The role's cache_fetch tasks: every rank file of this start reaches the fleet, or none."""
     cache = tmp_path / "replica-cache"
     tuned = rank_files(cache / "flashinfer" / "autotune" / "0.7.2" / "sm120" / KEY, range(ranks))
@@ -111,9 +112,11 @@ def test_fetch_hands_in_every_rank_of_the_start(tmp_path, tp, ranks, handed_in):
     variables = {"sglang_server_journal": {"stdout": journal}, "sglang_server_autotune_cache_dir": str(cache),
                  "sglang_server_fleet_cache_dir": str(fleet), "sglang_server_effective": {"tp_size": tp},
                  "sglang_server_validated": {"version": "0.5.23"}, "sglang_server_answers_due": True,
-                 "sglang_answers_result": {"passed": True, "samples": 96, "classes": {}, "seconds": 3.5}}
+                 "sglang_answers_result": {"passed": passed, "samples": 96, "classes": {}, "seconds": 3.5}}
     done = play(tmp_path, "cache_fetch", variables)
     assert done.rc == 0, done.stdout[-3000:]
+    if not passed:   # a corrupt tactic never reaches the fleet, even through the hand-in tasks alone
+        assert "answers did not pass the check" in " ".join(done.stdout.split()), done.stdout[-2500:]
     dest = fleet / "0.7.2" / "sm120" / KEY
     assert (sorted(p.name for p in dest.iterdir()) if dest.is_dir() else []) == (
         ["proof.json", *(f"rank_tp{r}_pp0_dp0.json" for r in range(ranks))] if handed_in else [])
