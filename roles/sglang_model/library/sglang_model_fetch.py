@@ -58,7 +58,8 @@ RETURN = r"""
 commit: {description: The commit the revision resolved to., returned: success, type: str}
 dir: {description: The commit's folder., returned: success, type: str}
 fetched: {description: Files fetched in this run., returned: success, type: list}
-refused: {description: Files that differed from the tree (removed; fetched again next run)., returned: always, type: list}
+refused: {description: Files fetched now that differed from the tree (removed; fetched again next run)., returned: always, type: list}
+replaced: {description: Files on disk that differed from the tree (removed and fetched again in this run)., returned: success, type: list}
 bytes: {description: Bytes of the whole tree., returned: success, type: int}
 bytes_needed: {description: Bytes still to fetch when the run began., returned: success, type: int}
 hub_called: {description: Whether the source was asked to resolve the revision., returned: success, type: bool}

@@ -174,7 +174,7 @@ def _converge(req: Request, source: Any, progress: Progress) -> dict[str, Any]:
     work = plan(tree, where["final"], where["partial"], manifest, req.full)
     result: dict[str, Any] = {
         "commit": commit, "dir": where["final"], "current": where["current"], "hub_called": hub_called,
-        "files": len(tree), "bytes": work.total_bytes, "fetched": [], "refused": [], "rehashed": [],
+        "files": len(tree), "bytes": work.total_bytes, "fetched": [], "refused": [], "replaced": [], "rehashed": [],
         "bytes_needed": work.bytes_needed, "to_fetch": [entry.path for entry in work.to_fetch],
         "to_check": [entry.path for entry in work.to_check], "changed": False,
     }
@@ -234,7 +234,7 @@ def _run(req: Request, source: Any, progress: Progress, where: dict[str, str], c
         if problem:
             os.unlink(final)
             records.pop(entry.path, None)
-            result["refused"].append(problem + " (on disk: removed, fetched again)")
+            result["replaced"].append(problem + " (on disk: removed and fetched again)")
             work.to_fetch.append(entry)
             continue
         records[entry.path] = _record(entry, final)
