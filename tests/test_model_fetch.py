@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -212,3 +213,56 @@ def test_kill_9_mid_shard_then_the_rerun_resumes(tmp_path, hub, hf_venv):
     total = sum(len(d) for d in hub.repos[REPO_ID].files.values())
     assert resent <= total - kept
     print(f"\nkill -9 after {kept} bytes of {shard}; the re-run fetched {resent} of {total} bytes")
+
+
+def test_another_node_copies_from_the_first_nodes_store_checked_the_same_way(tmp_path, hub, hf_venv):
+    assert fetch(tmp_path, hub, hf_venv).rc == 0
+    first = tmp_path / "store"
+    shard = final(tmp_path) / "model-00003-of-00003.safetensors"
+    data = bytearray(shard.read_bytes())
+    hub.log.clear()
+    second = tmp_path / "second"
+    copy = run_playbook(tmp_path / "run", "model.yml", args(hub, second, hf_venv, "-e", f"sglang_model_source={first}"),
+                        inventory=inventory(tmp_path))
+    assert copy.rc == 0, copy.stdout[-3000:]
+    assert hub.log == []  # nothing from the Hub
+    copied = second / "acme--tiny-glm" / COMMIT
+    for name, content in hub.repos[REPO_ID].files.items():
+        assert (copied / name).read_bytes() == content
+
+    data[100] ^= 0xFF  # the first node's copy goes bad: the next node refuses it
+    shard.write_bytes(bytes(data))
+    third = run_playbook(tmp_path / "run", "model.yml",
+                         args(hub, tmp_path / "third", hf_venv, "-e", f"sglang_model_source={first}"),
+                         inventory=inventory(tmp_path))
+    assert third.rc != 0
+    message = " ".join(third.failures)
+    assert "model-00003-of-00003.safetensors: sha256" in message and f"the store at {first}" in message, message
+    assert not (tmp_path / "third" / "acme--tiny-glm" / COMMIT / "model-00003-of-00003.safetensors").exists()
+
+
+def test_measure_throughput_converged_run_and_resume(tmp_path, hf_venv):
+    """Figures for the closing note (printed with -s): a 3 x 128 MiB model from the stand-in."""
+    served = Hub()
+    try:
+        served.add(REPO_ID, make_model(tmp_path / "source", shard_mb=128), commit=COMMIT)
+        start = time.monotonic()
+        fresh = fetch(tmp_path, served, hf_venv, "-e", f"sglang_model_revision={COMMIT}")
+        fresh_s = time.monotonic() - start
+        assert fresh.rc == 0, fresh.stdout[-3000:]
+        start = time.monotonic()
+        again = fetch(tmp_path, served, hf_venv, "-e", f"sglang_model_revision={COMMIT}", name="again")
+        again_s = time.monotonic() - start
+        assert again.rc == 0 and again.changed == 0
+        start = time.monotonic()
+        full = fetch(tmp_path, served, hf_venv, "-e", f"sglang_model_revision={COMMIT}",
+                     "-e", "sglang_model_verify=full", name="full")
+        full_s = time.monotonic() - start
+        assert full.rc == 0 and full.changed == 0
+        size = sum(len(d) for d in served.repos[REPO_ID].files.values())
+        module = next(float(m) for m in re.findall(r"with the checks|in ([0-9.]+) s, with", " ".join(fresh.stdout.split())) if m)
+        print(f"\nfresh: {size / 2**20:.0f} MiB in {module:.1f} s in the module ({size / 2**20 / module:.0f} MiB/s,"
+              f" sha256 included), {fresh_s:.1f} s the whole play;"
+              f" converged re-run {again_s:.1f} s; full re-hash {full_s:.1f} s")
+    finally:
+        served.close()

@@ -63,6 +63,8 @@ replaced: {description: Files on disk that differed from the tree (removed and f
 bytes: {description: Bytes of the whole tree., returned: success, type: int}
 bytes_needed: {description: Bytes still to fetch when the run began., returned: success, type: int}
 hub_called: {description: Whether the source was asked to resolve the revision., returned: success, type: bool}
+seconds: {description: Seconds the fetch and the checks took (not the Hub's resolve and tree)., returned: when files were fetched or checked, type: float}
+bytes_fetched: {description: Bytes fetched in this run., returned: when files were fetched or checked, type: int}
 """
 
 import os

@@ -225,6 +225,7 @@ def _run(req: Request, source: Any, progress: Progress, where: dict[str, str], c
         write_manifest(where["final"], dict(base, files=records, complete=complete))
 
     save(False)
+    began = time.monotonic()
     progress.begin(work.total_bytes, sum(e.size for e in tree if e.path in work.good))
     for entry in work.to_check:  # present but unrecorded, or sglang_model_verify=full
         final = os.path.join(where["final"], entry.path)
@@ -258,6 +259,8 @@ def _run(req: Request, source: Any, progress: Progress, where: dict[str, str], c
         progress.done += entry.size
         result["fetched"].append(entry.path)
         save(False)
+    result["seconds"] = round(time.monotonic() - began, 2)
+    result["bytes_fetched"] = sum(e.size for e in tree if e.path in result["fetched"])
     result["changed"] = bool(result["fetched"] or result["refused"] or records != manifest.get("files"))
     if result["refused"]:
         save(False)
@@ -271,6 +274,7 @@ def _run(req: Request, source: Any, progress: Progress, where: dict[str, str], c
         os.rmdir(os.path.dirname(where["partial"]))
     result["changed"] = link_current(where["base"], commit) or result["changed"]
     progress.end("done", f"{req.repo}@{commit}: {len(tree)} files, {human(work.total_bytes)}, checked; "
-                         f"{len(result['fetched'])} fetched from {source.where}.")
+                         f"{len(result['fetched'])} fetched from {source.where} "
+                         f"({human(result['bytes_fetched'])} in {result['seconds']} s, with the checks).")
     return result
 
