@@ -155,6 +155,9 @@ def test_a_gated_repo_needs_the_token_and_no_output_shows_it(tmp_path, hub, hf_v
 
 
 def test_too_little_space_is_refused_before_any_shard(tmp_path, hub, hf_venv):
+    check = fetch(tmp_path, hub, hf_venv, "-e", "sglang_model_keep_free_gb=100000000", "--check", name="check")
+    assert "Not enough space" in " ".join(check.failures)  # check mode fails where the run would
+    assert not (tmp_path / "store").exists()
     run = fetch(tmp_path, hub, hf_venv, "-e", "sglang_model_keep_free_gb=100000000")
     assert run.rc != 0
     message = " ".join(run.failures)

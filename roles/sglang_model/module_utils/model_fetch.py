@@ -179,17 +179,18 @@ def _converge(req: Request, source: Any, progress: Progress) -> dict[str, Any]:
         "to_check": [entry.path for entry in work.to_check], "changed": False,
     }
     linked = os.path.islink(where["current"]) and os.readlink(where["current"]) == commit
+    problem = space_problem(req.root, work.bytes_needed, free_bytes(req.root), req.keep_free) if work.to_fetch else None
+    if problem:  # check mode fails here too, as the run would
+        progress.end("failed", problem)
+        raise FetchFault(problem)
     if req.check_mode or not (work.to_fetch or work.to_check):
-        result["changed"] = bool(work.to_fetch or work.to_check) or not linked
+        # In check mode, full verification cannot know without hashing: only what is missing counts.
+        result["changed"] = bool(work.to_fetch or (work.to_check and not req.full)) or not linked
         if not req.check_mode and not linked:
             link_current(where["base"], commit)
         progress.end("done", f"{req.repo}@{commit}: {len(tree)} files, {human(work.total_bytes)}, all present "
                               "and recorded; nothing to download.")
         return result
-    problem = space_problem(req.root, work.bytes_needed, free_bytes(req.root), req.keep_free)
-    if problem:
-        progress.end("failed", problem)
-        raise FetchFault(problem)
     os.makedirs(where["final"], exist_ok=True)
     return _run(req, source, progress, where, commit, tree, work, manifest, result)
 
