@@ -138,6 +138,9 @@ def run_raw(module: AnsibleModule) -> dict:
     p = module.params
     separator = ": " if p["config_format"] == "proxmox" else " = "
     path = p["config_path"]
+    if module.check_mode and path and not os.path.exists(path):
+        # Check mode before the container exists: the run creates it, then writes this line.
+        return {"changed": True, "key": "", "value": raw_line(p["host_dir"], p["mount"], separator)}
     if not path or not os.path.isfile(path):
         raise PveFault(f"The container's config {path!r} does not exist on the node: create the container first.")
     with open(path, encoding="utf-8") as handle:
