@@ -100,7 +100,7 @@ def inventory(tmp: Path) -> Path:
             "sglang_source": "pypi", "sglang_version": OLD,
             "sglang_pip_extra_args": "--no-index --find-links /opt/sglang-wheels",
             "sglang_install_heavy_dependencies": False, "sglang_install_cuda_toolkit": False,
-            "sglang_server_start": True, "sglang_server_ready_timeout": 60, "sglang_server_host": "0.0.0.0",
+            "sglang_server_start": True, "sglang_server_ready_timeout": 60, "sglang_server_model_check": False, "sglang_server_host": "0.0.0.0",
             # TP 2: the hand-in must carry every rank's file (SGLang discards a set that disagrees).
             "sglang_server_tp_size": 2, "sglang_server_autotune_cache": "fleet", "sglang_server_gpu_sm": "sm120",
             "sglang_server_fleet_cache_dir": str(tmp / "fleet-cache"),
