@@ -101,6 +101,10 @@ def test_a_healthy_server_passes_records_a_reference_and_passes_against_it_again
     assert "All 96 answers are sound, no reference to compare with." in flat(first.stdout)
     recorded = json.loads(reference.read_text())
     assert len(recorded["answers"]) == 96 and recorded["model"] == "stand-in"
+    assert recorded["concurrency"] == 32   # compared at that concurrency, whatever the later check asks
+    at_four = answers(tmp_path, healthy.url, "-e", f"sglang_answers_reference={reference}",
+                      "-e", "sglang_answers_concurrency=4", "-v")
+    assert at_four.rc == 0 and "concurrency: 32" in at_four.stdout
     # The tails of the long answers differ from call to call, and a few leave early (near-ties):
     # the second check compares with the first and must still pass.
     for _ in range(2):

@@ -40,7 +40,9 @@ options:
     type: dict
     default: {}
   concurrency:
-    description: Requests in flight at once.
+    description:
+      - Requests in flight at once. A reference that says at which concurrency it was recorded is
+        compared at that one (greedy answers move with the batch).
     type: int
     default: 32
   timeout:
@@ -158,17 +160,20 @@ def run(module: AnsibleModule) -> None:
         model = served_model(base, params["api_key"])
     except ServerDown as error:
         module.fail_json(msg=str(error), passed=False, url=base)
-    answers, seconds = ask_all(base, params["api_key"], model, prompts, params["concurrency"], params["timeout"])
+    # Greedy answers move with the batch: a reference is compared at the concurrency it was recorded at.
+    recorded_at = (params["reference"] or {}).get("concurrency")
+    concurrency = recorded_at if isinstance(recorded_at, int) and recorded_at >= 1 else params["concurrency"]
+    answers, seconds = ask_all(base, params["api_key"], model, prompts, concurrency, params["timeout"])
     verdict = judge(prompts, answers, reference, params["prefix_words"], params["max_drift"])
     result = {
         "changed": False, "passed": verdict.passed, "samples": verdict.samples, "classes": verdict.classes,
         "examples": verdict.examples, "drift_fraction": verdict.drift_fraction, "compared": verdict.compared,
-        "seconds": round(seconds, 2), "model": model, "url": base,
+        "seconds": round(seconds, 2), "model": model, "url": base, "concurrency": concurrency,
         "detection": round(detection_probability(params["detect_rate"], verdict.samples), 4),
         "msg": f"{base} ({model}), {seconds:.1f} s: {verdict.msg}",
     }
     if verdict.passed:
-        result["record"] = {"version": 1, "meta": dict(params["meta"]), "model": model,
+        result["record"] = {"version": 1, "meta": dict(params["meta"]), "model": model, "concurrency": concurrency,
                             "answers": {pid: got["text"] for pid, got in answers.items() if "text" in got}}
     if not verdict.passed and params["must_pass"]:
         module.fail_json(**result)
