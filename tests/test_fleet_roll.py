@@ -246,7 +246,7 @@ def test_the_run_after_the_kill_converges_and_shares_the_cache(killed_and_rerun,
     cache = fleet["tmp"] / "fleet-cache"
     assert list(cache.glob("0.6.17/sm120/*/rank_tp*_pp0_dp0.json"))
     first = host_lines(done.stdout, R1, "Say what the fleet's cache")
-    assert "FlashInfer 0.7.2" in first and "the fleet has no cache for this pair yet" in first, first
+    assert "FlashInfer 0.7.2" in first and "the fleet has no proven cache for this pair yet" in first, first
     assert "autotune tuned and wrote the cache" in last_start(R1)
     assert sorted(p.name for p in cache.glob("0.7.2/sm120/*/*.json")) == ["rank_tp0_pp0_dp0.json",
                                                                           "rank_tp1_pp0_dp0.json"]
