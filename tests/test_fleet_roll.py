@@ -248,8 +248,11 @@ def test_the_run_after_the_kill_converges_and_shares_the_cache(killed_and_rerun,
     first = host_lines(done.stdout, R1, "Say what the fleet's cache")
     assert "FlashInfer 0.7.2" in first and "the fleet has no proven cache for this pair yet" in first, first
     assert "autotune tuned and wrote the cache" in last_start(R1)
-    assert sorted(p.name for p in cache.glob("0.7.2/sm120/*/*.json")) == ["rank_tp0_pp0_dp0.json",
+    assert sorted(p.name for p in cache.glob("0.7.2/sm120/*/*.json")) == ["proof.json", "rank_tp0_pp0_dp0.json",
                                                                           "rank_tp1_pp0_dp0.json"]
+    # It passed its answer check, and the set carries that proof.
+    (proof,) = cache.glob("0.7.2/sm120/*/proof.json")
+    assert json.loads(proof.read_text())["answers"]["passed"] is True
     # ... which was pushed to fleet-r2 and fleet-r3, owned by the service user, and used there.
     for name in (R2, R3):
         assert "pushing" in host_lines(done.stdout, name, "Say what the fleet's cache")
