@@ -252,7 +252,7 @@ def test_a_log_that_cannot_be_written_never_fails_a_patch_or_rollback(tmp_path):
 
 # --- item 6: every printed command works when pasted -------------------------------
 
-ODD_DIRS = {"space": "with space", "single_quote": "it's", "double_quote": 'say "hi"', "dollar": "cost $5 `id`",
+ODD_DIRS = {"space": "with space", "single_quote": "it's", "double_quote": 'say "hi"', "dollar": "cost $5 `id` $NO_SUCH_VAR ~",
             "tab": "tab\there", "backslash": "back\\slash"}
 
 
@@ -275,6 +275,22 @@ def test_printed_rollback_commands_work_in_a_shell(tmp_path):
         assert proc.returncode == 0, (name, command, proc.stdout[-3000:], proc.stderr[-3000:])
         assert sha(gates[name]) == SHIPPED, (name, command)
         assert not list((tmp_path / odd / "state dir").glob("*.json")), name
+
+
+def test_a_package_dir_that_ansible_would_expand_is_refused_by_its_own_name(tmp_path):
+    """lineinfile's path is of type path: `$HOME` in a directory's name would be expanded there, so the
+    edit is refused before any change, naming the path as given and what it would become."""
+    package, gate_file, state = tree(tmp_path, "cost $HOME dir")
+    hosts = {"home": hostvars(package, state)}
+    before = tree_digest(tmp_path)
+    for check in (True, False):
+        run = run_hosts(tmp_path.parent / f"{tmp_path.name}-runner", hosts, "-e", "autotune=true", check=check)
+        assert run["home"].failed, run["home"]
+        msg = " ".join(run["home"].msg.split())
+        assert str(gate_file) in msg, msg
+        assert f"would open {str(gate_file).replace('$HOME', os.environ['HOME'])} instead" in msg, msg
+        assert "Nothing was changed" in msg, msg
+        assert tree_digest(tmp_path) == before
 
 
 def test_sglang_yml_prints_the_same_rollback_command_on_its_own_line():

@@ -34,8 +34,8 @@ description:
     may not write). M(sglang_autotune_proof) proves the edit afterwards.
 options:
   package_dir:
-    description: The sglang package directory (the folder holding C(srt/)); absolute.
-    type: path
+    description: The sglang package directory (the folder holding C(srt/)); absolute, taken literally (no C($VAR) or C(~) expansion).
+    type: str
   python:
     description:
       - Python interpreter of the SGLang virtualenv; used to locate the package
@@ -50,8 +50,8 @@ options:
     type: raw
     default: true
   state_dir:
-    description: Directory of this role's log of its edits (read only without RECORD).
-    type: path
+    description: Directory of this role's log of its edits (read only without RECORD); taken literally.
+    type: str
     default: /var/lib/sglang_autotune
 author:
   - sglang-deploy project
@@ -240,7 +240,7 @@ def main() -> None:
         argument_spec=dict(
             LOCATE_ARGUMENT_SPEC,
             autotune=dict(type="raw", default=True),
-            state_dir=dict(type="path", default="/var/lib/sglang_autotune"),
+            state_dir=dict(type="str", default="/var/lib/sglang_autotune"),
         ),
         required_one_of=LOCATE_REQUIRED_ONE_OF,
         supports_check_mode=True,

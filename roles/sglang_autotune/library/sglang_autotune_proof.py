@@ -22,12 +22,12 @@ description:
     the log, and the same warning, and writes nothing.
 options:
   package_dir:
-    description: The sglang package directory, as M(sglang_autotune_gate) returned it.
-    type: path
+    description: The sglang package directory, as M(sglang_autotune_gate) returned it; taken literally.
+    type: str
     required: true
   state_dir:
-    description: The log directory.
-    type: path
+    description: The log directory; taken literally.
+    type: str
     required: true
   enabled:
     description: The autotune choice, as M(sglang_autotune_gate) published it.
@@ -88,8 +88,8 @@ from ansible.module_utils.sglang_gate_write import log_text, read_log, remove_lo
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
-            package_dir=dict(type="path", required=True),
-            state_dir=dict(type="path", required=True),
+            package_dir=dict(type="str", required=True),
+            state_dir=dict(type="str", required=True),
             enabled=dict(type="bool", required=True),
         ),
         supports_check_mode=True,

@@ -46,6 +46,13 @@ def _attribute_flags(path: Path) -> int:
 
 def replace_problem(path: Path) -> Optional[str]:
     """Why `path` cannot be replaced by a new file renamed into its directory; None when it can."""
+    # ansible.builtin.lineinfile makes the edit, and its path option is of type path: Ansible
+    # expands $NAME and a leading ~ in it, so the edit would go to (or miss at) another file.
+    expanded = os.path.expanduser(os.path.expandvars(str(path)))
+    if expanded != str(path):
+        return (f"its path holds what Ansible's path options expand ($NAME, or a leading ~): "
+                f"ansible.builtin.lineinfile, which makes the edit, would open {expanded} instead; "
+                "install SGLang under a directory whose name has no $NAME or leading ~")
     directory = path.parent
     try:
         readonly = os.statvfs(directory).f_flag & os.ST_RDONLY
