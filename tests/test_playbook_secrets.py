@@ -86,6 +86,19 @@ def test_a_key_given_with_e_is_evaluated_as_the_readme_says(tmp_path):
     assert "SECRETPART" not in run.stdout
 
 
+def test_a_key_with_a_jinja_tag_given_with_e_fails_as_the_readme_says(tmp_path):
+    """The README's warning: Ansible's own error display prints a `-e` value it cannot evaluate,
+    no_log or not; nothing is written. When Ansible stops doing so, this fails and the README changes."""
+    play = tmp_path / "play.yml"
+    play.write_text(json.dumps(PLAY))
+    before = tree_digest(Path("/etc/sglang"))
+    run = playbook(tmp_path, play, "-e", json.dumps({"sglang_server_api_key": "sk-SECRETPART-{% x %}-end"}))
+    assert run.returncode != 0
+    assert "Syntax error in template" in run.stdout + run.stderr
+    assert "SECRETPART" in run.stdout + run.stderr
+    assert tree_digest(Path("/etc/sglang")) == before
+
+
 def test_validate_takes_an_unsafe_key_verbatim(tmp_path):
     """The settings check reads the same key: a `{%` that was evaluated would fail the run there."""
     package = unpack_flag_sources("0.5.23", tmp_path / "tree")
