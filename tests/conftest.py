@@ -167,6 +167,14 @@ class Run:
     stdout: str
     # The module (task action) of each task that ran on a host, in order: skipped ones left out.
     actions: list[str]
+    # What each task that succeeded returned, with its module: (action, result), in order.
+    results: list[tuple[str, dict]]
+
+    def returned(self, action: str) -> dict:
+        """The last successful result of module `action` (its registered value)."""
+        found = [res for name, res in self.results if name == action]
+        assert found, f"no {action} task succeeded: {self.actions}"
+        return found[-1]
 
 
 def run_playbook(private: Path, playbook: str, cmdline: list[str], inventory: str = "localhost,",
@@ -203,6 +211,8 @@ def run_playbook(private: Path, playbook: str, cmdline: list[str], inventory: st
         actions=[event["event_data"].get("task_action", "")
                  for event in runner.events
                  if event.get("event") in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable")],
+        results=[(event["event_data"].get("task_action", ""), event["event_data"].get("res", {}))
+                 for event in runner.events if event.get("event") == "runner_on_ok"],
     )
 
 

@@ -24,10 +24,10 @@ ROLE = REPO / "roles" / "sglang_server"
 KEY = "sk-SECRETPART-{{ 7*7 }}-{% SECRETTAIL1234 %}-end"
 FRAGMENTS = ("SECRETPART", "SECRETTAIL1234")
 PLAY = [{"hosts": "localhost", "gather_facts": False, "vars": {
-    "sglang_server_validated": {"version": "0.5.23"},
-    "sglang_server_command": {"argv": ["--model-path", "/m", "--config", "/etc/sglang/sglang.secrets.yaml"],
-                              "env_flags": [], "api_key_way": "config", "api_key_name": "api-key"},
-    "sglang_server_effective": {"environment": {}}},
+    "sglang_server_validated": {
+        "version": "0.5.23", "effective": {"environment": {}},
+        "command": {"argv": ["--model-path", "/m", "--config", "/etc/sglang/sglang.secrets.yaml"],
+                    "env_flags": [], "api_key_way": "config", "api_key_name": "api-key"}}},
     "tasks": [{"name": "The role's unit task file", "ansible.builtin.include_tasks": str(ROLE / "tasks" / "unit.yml")}]}]
 
 

@@ -130,7 +130,7 @@ def test_effective_flags_from_every_way_in(tmp_path):
                         "sglang_server_unit_out": str(tmp_path / "sglang.service")})
     run = validate(tmp_path, "0.5.23", "-e", extra, "-v")
     assert run.status == "successful", run.stdout
-    effective = run.facts["sglang_server_effective"]
+    effective = run.returned("sglang_flags")["effective"]
     assert (effective["tp_size"], effective["port"], effective["host"]) == (4, 31000, "0.0.0.0")
     assert effective["ready_url"] == "http://127.0.0.1:31000/health_generate"
     unit = " ".join((tmp_path / "sglang.service").read_text().replace("\\\n", " ").split())
@@ -239,7 +239,7 @@ def test_validate_playbook_runs_the_deploy_checks():
 
 
 def test_later_tasks_read_the_effective_values_only():
-    """The wait, the proof and the unit read sglang_server_effective; the variables only feed it."""
+    """The wait, the proof and the unit read sglang_server_validated.effective; the variables only feed it."""
     for path in sorted((ROLE / "tasks").glob("*.yml")) + sorted((ROLE / "templates").glob("*.j2")):
         text = path.read_text()
         if path.name == "validate.yml":
@@ -250,9 +250,9 @@ def test_later_tasks_read_the_effective_values_only():
         assert not re.search(r"(?<![\w.])autotune\s*(\||}}|\)|is\b|==)", text), path
     prove = (ROLE / "tasks" / "prove.yml").read_text()
     # the ranks of this node: tp-size on one node, tp-size / nnodes on each node of a multi-node replica
-    assert "sglang_server_effective.ready_url" in prove and "sglang_server_effective.local_tp_size" in prove
+    assert "sglang_server_validated.effective.ready_url" in prove and "sglang_server_validated.effective.local_tp_size" in prove
     # The proof expects what the autotune role published, less an answer-check fallback that turned it off.
-    assert "sglang_autotune_evidence(sglang_server_effective.local_tp_size, sglang_server_tuned | bool)" in prove
+    assert "sglang_autotune_evidence(sglang_server_validated.effective.local_tp_size, sglang_server_tuned | bool)" in prove
     assert "sglang_server_tuned: \"{{ (sglang_autotune_result.enabled | default(true)) and fallback != 'untuned' }}\"" in (
         ROLE / "tasks" / "fallback.yml").read_text()
 

@@ -62,8 +62,8 @@ def test_good_replicas_give_worker_urls():
 
 @pytest.mark.parametrize("hostvars, expected", [
     ({"sglang_router_worker_address": "169.254.9.9", "sglang_server_port": 31000}, ("169.254.9.9", 31000)),
-    ({"sglang_server_effective": {"host": "169.254.3.3", "port": 30002}}, ("169.254.3.3", 30002)),
-    ({"sglang_server_effective": {"host": "0.0.0.0", "port": 30000}, "ansible_host": "n1"}, ("n1", 30000)),
+    ({"sglang_server_validated": {"effective": {"host": "169.254.3.3", "port": 30002}}}, ("169.254.3.3", 30002)),
+    ({"sglang_server_validated": {"effective": {"host": "0.0.0.0", "port": 30000}}, "ansible_host": "n1"}, ("n1", 30000)),
     ({"ansible_host": "n2"}, ("n2", 30000)),
     ({}, ("", 30000)),
 ])
@@ -81,8 +81,8 @@ def test_replica_address_and_port_come_from_host_vars(hostvars, expected):
     # an explicit rank, and what the server role published (it wins)
     ({"a": {"sglang_server_nnodes": 2, "sglang_server_node_rank": 1},
       "b": {"sglang_server_nnodes": 2, "sglang_server_node_rank": 0}, "c": {}}, {}, ["b", "c"]),
-    ({"a": {"sglang_server_effective": {"node_rank": 1, "host": "0.0.0.0", "port": 30000}},
-      "b": {"sglang_server_effective": {"node_rank": 0, "host": "0.0.0.0", "port": 30000}}, "c": {}}, {}, ["b", "c"]),
+    ({"a": {"sglang_server_validated": {"effective": {"node_rank": 1, "host": "0.0.0.0", "port": 30000}}},
+      "b": {"sglang_server_validated": {"effective": {"node_rank": 0, "host": "0.0.0.0", "port": 30000}}}, "c": {}}, {}, ["b", "c"]),
 ])
 def test_a_multi_node_replica_is_one_worker_its_rank_0(hostvars, groups, workers):
     found = router.replicas_from(["a", "b", "c"], {h: {"ansible_host": h, **v} for h, v in hostvars.items()}, groups)

@@ -18,9 +18,9 @@ HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0
 
 def node_rank(name: str, hv: Mapping[str, Any], groups: Mapping[str, list[str]]) -> int:
     """The host's node rank in a multi-node replica (0 on one node), as the sglang_server role decides it:
-    its published sglang_server_effective, else sglang_server_node_rank, else its place in
+    its published sglang_server_validated.effective, else sglang_server_node_rank, else its place in
     sglang_server_node_group."""
-    effective = hv.get("sglang_server_effective") or {}
+    effective = (hv.get("sglang_server_validated") or {}).get("effective") or {}
     if "node_rank" in effective:
         return int(effective["node_rank"])
     if int(hv.get("sglang_server_nnodes", 1) or 1) <= 1:
@@ -36,8 +36,8 @@ def replicas_from(hostnames: list[str], hostvars: Mapping[str, Any],
     """Each replica's name, address and port, from its host vars.
 
     The address: sglang_router_worker_address, else the address its server listens on
-    (sglang_server_effective.host, when not a wildcard), else ansible_host. The port:
-    sglang_server_effective.port, else sglang_server_port, else SGLang's 30000.
+    (sglang_server_validated.effective.host, when not a wildcard), else ansible_host. The port:
+    sglang_server_validated.effective.port, else sglang_server_port, else SGLang's 30000.
     A multi-node replica is one worker: its node of rank 0, the one that serves the API.
     """
     replicas = []
@@ -45,7 +45,7 @@ def replicas_from(hostnames: list[str], hostvars: Mapping[str, Any],
         hv = hostvars[name]
         if node_rank(str(name), hv, groups or {}) > 0:
             continue
-        effective = hv.get("sglang_server_effective") or {}
+        effective = (hv.get("sglang_server_validated") or {}).get("effective") or {}
         listen = str(effective.get("host", "") or "")
         address = hv.get("sglang_router_worker_address") or (listen if listen not in WILDCARDS else "") \
             or hv.get("ansible_host") or ""

@@ -54,9 +54,9 @@ options:
     description:
       - The sglang_server role's settings (variable name -> value, without the API key and the
         token), checked first, every fact once on every way in (C(sglang_settings.py)); then the
-        effective flags are checked instead of I(flags), and the result is published as the facts
-        C(sglang_server_effective) (flags, host, port, TP size, readiness URL) and
-        C(sglang_server_command) (argv, and how the API key reaches the server).
+        effective flags are checked instead of I(flags), and the result returns C(effective) (flags,
+        host, port, TP size, readiness URL) and C(command) (argv, and how the API key reaches the
+        server).
     type: dict
   api_key:
     description: With I(server), the server's API key (checked, never shown; it makes C(--api-key) a flag to check).
@@ -93,7 +93,7 @@ EXAMPLES = r"""
       nsa-prefill-backend: trtllm
   register: sglang_cli
 
-- name: Check the role's settings, then its effective flags (publishes sglang_server_effective)
+- name: Check the role's settings, then its effective flags (register it: its effective and command are what the role reads)
   sglang_flags:
     python: /opt/sglang/current/bin/python
     server:
@@ -152,9 +152,18 @@ runtime_parser:
       refused), C(not available) (it cannot be imported here), or C(not asked).
   returned: success
   type: str
-ansible_facts:
-  description: With I(server), C(sglang_server_effective) and C(sglang_server_command).
+effective:
+  description:
+    - With I(server), what the settings come to - flags, host, port, TP size, model path, readiness
+      URL, node rank. Register the result (the role registers C(sglang_server_validated)) and read
+      C(effective) from it; nothing is published as an injected fact.
   returned: success, with I(server)
+  type: dict
+command:
+  description:
+    - With I(server), the argv and how the API key reaches the server (C(api_key_way),
+      C(api_key_name), C(api_key_file), C(env_flags)).
+  returned: success, with I(server), when SGLang is installed
   type: dict
 problems:
   description: Every problem found, one per entry.
@@ -235,12 +244,12 @@ def run(module: AnsibleModule) -> None:
     env_flags = params["env_flags"] or {}
     if server and params["api_key"]:
         env_flags = {"api-key": "SGLANG_SERVER_API_KEY"}
-    facts = {"sglang_server_effective": server} if server else {}
+    published = {"effective": server} if server else {}
     package_dir = locate_package(module, params["package_dir"], params["python"])
     if package_dir is None:
         module.exit_json(changed=False, not_installed=True, argv=[], command_line="", notes=[],
                          env_flags=[], config_flag="", version="not installed", flag_count=0,
-                         ansible_facts=facts,
+                         **published,
                          msg="SGLang is not installed yet: check mode cannot validate the flags.")
     try:
         checked = check_flags(package_dir, flags, env_flags, parser_asker(module))
@@ -249,7 +258,7 @@ def run(module: AnsibleModule) -> None:
     if checked.warning:
         module.warn(checked.warning)
     if server:
-        facts["sglang_server_command"] = server_command(
+        published["command"] = server_command(
             checked.argv, checked.env_flags, checked.config_flag, bool(params["api_key"]),
             str(params["server"].get("sglang_server_unit_name")))
     module.exit_json(
@@ -263,7 +272,7 @@ def run(module: AnsibleModule) -> None:
         config_flag=checked.config_flag,
         flag_count=checked.flag_count,
         runtime_parser=checked.runtime_parser,
-        ansible_facts=facts,
+        **published,
     )
 
 
