@@ -84,3 +84,23 @@ def test_config_carries_exactly_one_allow_and_one_mount_per_node(host) -> None:
     assert "optional" not in config
     assert re.search(r"^lxc\.prlimit\.memlock = 65536$", config, re.M)
     assert os.path.basename(CONFIG) == "config"
+
+
+WRITE = (
+    "import errno, sys\n"
+    "try:\n"
+    "    open(sys.argv[1], 'w').close()\n"
+    "    print('written')\n"
+    "except OSError as exc:\n"
+    "    print(errno.errorcode[exc.errno])\n"
+)
+
+
+def test_the_model_store_is_mounted_read_only(host) -> None:
+    """The node's store (lxc_container_model_dir) at /models: readable, never writable from inside."""
+    assert inside(host, "cat", "/models/config.json") == '{"architectures": ["GlmMoeDsaForCausalLM"]}'
+    assert inside(host, "python3", "-c", WRITE, "/models/written-from-the-container") == "EROFS"
+    assert inside(host, "python3", "-c", WRITE, "/models/config.json") == "EROFS"
+    assert not host.file("/var/tmp/molecule-models/written-from-the-container").exists
+    options = inside(host, "findmnt", "--noheadings", "--output", "OPTIONS", "/models").split(",")
+    assert "ro" in options
