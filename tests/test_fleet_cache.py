@@ -110,8 +110,9 @@ def test_fetch_hands_in_every_rank_of_the_start(tmp_path, tp, ranks, handed_in, 
     journal = "\n".join(f"[x TP{r}] Running FlashInfer autotune with cache: {tuned}/rank_tp{r}_pp0_dp0.json"
                         for r in range(ranks))
     variables = {"sglang_server_journal": {"stdout": journal}, "sglang_server_autotune_cache_dir": str(cache),
-                 "sglang_server_fleet_cache_dir": str(fleet), "sglang_server_validated": {"effective": {"tp_size": tp}},
-                 "sglang_server_validated": {"version": "0.5.23"}, "sglang_server_answers_due": True,
+                 "sglang_server_fleet_cache_dir": str(fleet),
+                 "sglang_server_validated": {"version": "0.5.23", "effective": {"tp_size": tp}},
+                 "sglang_server_answers_due": True,
                  "sglang_answers_result": {"passed": passed, "samples": 96, "classes": {}, "seconds": 3.5}}
     done = play(tmp_path, "cache_fetch", variables)
     assert done.rc == 0, done.stdout[-3000:]
