@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parent.parent
 # the modules do.
 ansible.module_utils.__path__.extend(str(path) for path in sorted(REPO.glob("roles/*/module_utils")))
 
-# What ../shared/reference/sglang.md says of each release (0.5.7: read from its wheel), checked by the tests.
+# Where each release's gate is and the state it ships in (0.5.7: read from its wheel), checked by the
+# tests against the real wheels.
 EXPECTED_STATE = {
     "0.5.6": ("absent", "srt/model_executor/model_runner.py"),
     "0.5.7": ("commented", "srt/model_executor/model_runner.py"),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, sglang_wheel
 
-from ansible.module_utils.sglang_bench_command import (  # noqa: E402
+from ansible.module_utils.sglang_bench_levels import (  # noqa: E402
     BenchError, USED_FLAGS, find_benchmark, inspect_benchmark, level_commands, prompts_for, read_flags,
 )
 

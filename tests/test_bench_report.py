@@ -18,7 +18,7 @@ from ansible.module_utils.sglang_bench_output import OutputError, dir_problem, w
 from ansible.module_utils.sglang_bench_render import (  # noqa: E402
     md_code, md_text, plot_label, render_markdown, render_plot,
 )
-from ansible.module_utils.sglang_bench_report import (  # noqa: E402
+from ansible.module_utils.sglang_bench_runs import (  # noqa: E402
     REQUIRED_KEYS, ReportError, level_summary, parse_power, read_runs,
 )
 

@@ -12,7 +12,7 @@ from conftest import tree_digest
 from test_bench_report import OFF, ON, copy_run, table
 
 from ansible.module_utils.sglang_bench_render import render_markdown, render_plot  # noqa: E402
-from ansible.module_utils.sglang_bench_report import ReportError, level_summary, read_runs  # noqa: E402
+from ansible.module_utils.sglang_bench_runs import ReportError, level_summary, read_runs  # noqa: E402
 
 
 # --- implausible numbers, huge repeat counts, SGLang's default (no --max-concurrency) ------------

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import run_playbook, tree_digest
-from ansible.module_utils.sglang_cache_sets import read_sets, write_sets
-from ansible.module_utils.sglang_cache_target import complete_set_problem, hand_in
+from ansible.module_utils.sglang_cache_copy import read_sets, write_sets
+from ansible.module_utils.sglang_cache_fleet import complete_set_problem, hand_in
 
 KEY = "b0003c265ec6a9ef"
 TACTICS = json.dumps({"stand-in": True, "tactics": {"gemm1": 3}}) + "\n"

@@ -8,7 +8,7 @@ Four systemd Docker containers this test creates on its own Docker network
 (link-local 169.254.77.0/24): the gateway (sglang_router role, real smg from
 PyPI) and three replicas (sglang, sglang_autotune, sglang_server roles on real
 SGLang wheels, slimmed to what the roles read, whose launch_server.py is the
-stand-in of molecule/sglang_service/standin). One module-scoped fleet serves
+stand-in of molecule/sglang_server/standin). One module-scoped fleet serves
 every test, in order:
   1. deployed on 0.5.18 (playbooks/fleet.yml);
   2. rolled to 0.5.23 with fleet-r1 made to fail its upgrade: the roll stops
@@ -77,7 +77,7 @@ def deployed_key() -> str:
     """What the deployed fleet depends on: a change to any of it deploys again."""
     digest = hashlib.sha256(docker("image", "inspect", IMAGE, "--format", "{{.Id}}").stdout.encode())
     files = [Path(__file__), Path(__file__).with_name("fleet_harness.py"),
-             *sorted((REPO / "molecule/sglang_service/standin").glob("*"))]
+             *sorted((REPO / "molecule/sglang_server/standin").glob("*"))]
     for folder in ("roles", "playbooks"):
         files += sorted(p for p in (REPO / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     for path in files:
@@ -101,7 +101,7 @@ def deploy(tmp: Path, key: str) -> float:
         start(name, ip)
     wheels = tmp / "wheels"
     for version in (OLD, NEW):
-        subprocess.run([sys.executable, str(REPO / "molecule/sglang_service/standin/make_wheel.py"),
+        subprocess.run([sys.executable, str(REPO / "molecule/sglang_server/standin/make_wheel.py"),
                         str(sglang_wheel(version)), str(wheels), "--slim"], check=True, capture_output=True)
     uv = downloaded(f"uv=={UV}", wheel_cache(), f"uv-{UV}-*.whl", deps=False)[-1]
     shutil.copy(uv, wheels)

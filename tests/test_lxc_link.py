@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from ansible.module_utils.lxc_link import (
+from ansible.module_utils.lxc_link_plan import (
     hwaddr,
     net_lines,
     parse_link,

@@ -1,4 +1,4 @@
-"""playbooks/answers.yml against the stand-in server on loopback (molecule/sglang_service/standin).
+"""playbooks/answers.yml against the stand-in server on loopback (molecule/sglang_server/standin).
 
 The stand-in runs from a real SGLang 0.5.18 tree (its gate lists flashinfer_cutlass, so autotune
 runs and picks the tactics STANDIN_ETC/autotune.json names); it answers the shipped prompts with
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_playbook, unpack_sglang
 
-STANDIN = REPO / "molecule/sglang_service/standin"
+STANDIN = REPO / "molecule/sglang_server/standin"
 PROMPTS = REPO / "roles/sglang_answers/files/prompts.json"
 KEY = "sk-answers-0123456789abcdef"
 

@@ -1,6 +1,6 @@
 """bench_compare=autotune checks each arm's answers and the report never counts a corrupt arm as a gain.
 
-The server is the stand-in SGLang of molecule/sglang_service/standin (tests only): it answers the
+The server is the stand-in SGLang of molecule/sglang_server/standin (tests only): it answers the
 shipped prompt set, and a corrupting tactic in its autotune cache turns a share of the long
 generations into runs of '!'. The benchmark itself is the stand-in of test_playbook_bench.
 """

@@ -21,8 +21,8 @@ sys.path.insert(0, str(REPO / "scripts" / "gpu-run"))
 import launch_unit  # noqa: E402  (the run's own ExecStart reader)
 
 from ansible.module_utils.sglang_bench_render import render_markdown  # noqa: E402
-from ansible.module_utils.sglang_bench_report import read_run  # noqa: E402
-from ansible.module_utils.sglang_cache_target import sm_name  # noqa: E402
+from ansible.module_utils.sglang_bench_runs import read_run  # noqa: E402
+from ansible.module_utils.sglang_cache_fleet import sm_name  # noqa: E402
 
 REAL = REPO / "tests" / "fixtures" / "real-h200"
 CACHE_DIR = "/tmp/gpu-run/cache"  # SGLANG_CACHE_DIR on the device (scripts/gpu-run/tiny.yml)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible.module_utils import sglang_router_unit as unit
+from ansible.module_utils import sglang_router_text as unit
 from ansible.module_utils import systemd_files, systemd_text
 from conftest import REPO, tree_digest, wheel_cache
 from fleet_harness import downloaded
@@ -29,7 +29,7 @@ def load(path: Path):
 router = load(ROLE / "filter_plugins" / "sglang_router.py")
 flags_mod = load(ROLE / "module_utils" / "sglang_router_flags.py")
 journal = load(REPO / "roles" / "sglang_server" / "filter_plugins" / "sglang_journal.py")
-target = load(REPO / "roles" / "sglang_server" / "module_utils" / "sglang_cache_target.py")
+target = load(REPO / "roles" / "sglang_server" / "module_utils" / "sglang_cache_fleet.py")
 
 
 def rep(name, address="169.254.1.1", port=30000):

@@ -5,7 +5,7 @@ The module's own run() is driven here with a small stand-in for AnsibleModule
 directories pointed into tmp_path, so that every path it takes is exercised:
 first write, no-op, check mode, a rejected unit, a refused value, a failed
 write. The installed unit on a real systemd is proved by Molecule
-(molecule/sglang_service).
+(molecule/sglang_server).
 """
 
 from __future__ import annotations

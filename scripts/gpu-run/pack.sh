@@ -1,7 +1,7 @@
 #!/bin/bash
 # Build what the GPU run carries, on this machine (no device time):
 #   scripts/gpu-run/pack.sh DEST
-# DEST is an ignored folder of the checkout that the device tool sends (e.g. /work/main/.gpu,
+# DEST is an ignored folder of the checkout that the device tool sends (e.g. .gpu in the checkout,
 # listed in that checkout's .git/info/exclude). It gets:
 #   payload/site.tar.xz.part-*  SGLang 0.5.16 and its wheels (wheels.txt) installed for CPython 3.12
 #                               with pip --target, slimmed to fit one call (below), xz, in 50 MiB parts

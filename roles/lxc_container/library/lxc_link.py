@@ -101,7 +101,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.lxc_config_write import write_in_place, write_problem
-from ansible.module_utils.lxc_link import (
+from ansible.module_utils.lxc_link_plan import (
     net_lines,
     parse_link,
     parse_pubkey,

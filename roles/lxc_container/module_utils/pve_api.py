@@ -1,6 +1,6 @@
 """The Proxmox VE API as the lxc_container role uses it: one connection, faults named, checks.
 
-Plain functions over proxmoxer; the modules pve_lxc_preflight and pve_lxc_devices are thin
+Plain functions over proxmoxer; the modules pve_lxc_container and pve_lxc_devices are thin
 adapters. Every message says what was expected, what was found and what to do, and never holds
 a secret (the token secret and the password are only handed to proxmoxer).
 """

@@ -114,7 +114,7 @@ from ansible.module_utils.sglang_locate import (
     locate_package,
     sglang_version,
 )
-from ansible.module_utils.sglang_bench_command import BenchError, inspect_benchmark, level_commands
+from ansible.module_utils.sglang_bench_levels import BenchError, inspect_benchmark, level_commands
 
 
 def main() -> None:

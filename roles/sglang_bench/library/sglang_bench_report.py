@@ -79,7 +79,7 @@ from pathlib import Path
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_bench_output import OutputError, changed_files, dir_problem, write_all
 from ansible.module_utils.sglang_bench_render import render_markdown, render_plot
-from ansible.module_utils.sglang_bench_report import ReportError, level_summary, read_runs
+from ansible.module_utils.sglang_bench_runs import ReportError, level_summary, read_runs
 
 FILES = ("report.md", "throughput.png")
 

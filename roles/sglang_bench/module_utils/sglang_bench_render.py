@@ -1,4 +1,4 @@
-"""The report of benchmark runs read by sglang_bench_report.py: report.md's table and throughput.png.
+"""The report of benchmark runs read by sglang_bench_runs.py: report.md's table and throughput.png.
 
 Ratios are per concurrency against the first run. Labels, paths and notes come from the user's
 files, so they are escaped for Markdown and for the plot's legend.
@@ -12,7 +12,7 @@ import io
 import re
 from typing import Any, Optional
 
-from ansible.module_utils.sglang_bench_report import UNBOUNDED, Run, concurrency_name, concurrency_order
+from ansible.module_utils.sglang_bench_runs import UNBOUNDED, Run, concurrency_name, concurrency_order
 
 # Markdown: what would start markup or end a table cell is escaped, and so is what would
 # start a block at the head of a list item; control characters and line breaks are shown.

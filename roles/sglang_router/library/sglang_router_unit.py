@@ -66,7 +66,7 @@ changed_files:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_router_unit import env_file_text, unit_text
+from ansible.module_utils.sglang_router_text import env_file_text, unit_text
 from ansible.module_utils.systemd_files import FilesError, Wanted, converge
 from ansible.module_utils.systemd_text import UnitError
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_cache_target import hand_in
+from ansible.module_utils.sglang_cache_fleet import hand_in
 
 DOCUMENTATION = r"""
 ---

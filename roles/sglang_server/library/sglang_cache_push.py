@@ -8,7 +8,7 @@ import pwd
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_cache_sets import write_sets
+from ansible.module_utils.sglang_cache_copy import write_sets
 
 DOCUMENTATION = r"""
 ---

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_cache_sets import read_sets
+from ansible.module_utils.sglang_cache_copy import read_sets
 
 DOCUMENTATION = r"""
 ---

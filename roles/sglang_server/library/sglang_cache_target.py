@@ -7,7 +7,7 @@ import glob
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_cache_target import flashinfer_version, sm_name
+from ansible.module_utils.sglang_cache_fleet import flashinfer_version, sm_name
 
 DOCUMENTATION = r"""
 ---

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ansible.module_utils.sglang_cache_target import PROOF, RANK_FILE, complete_set_problem, proof_problem
+from ansible.module_utils.sglang_cache_fleet import PROOF, RANK_FILE, complete_set_problem, proof_problem
 
 FLASHINFER_RE = re.compile(r"[0-9][0-9A-Za-z+_-]*(\.[0-9A-Za-z+_-]+)*")
 SM_RE = re.compile(r"sm[0-9]{2,4}")

@@ -1,0 +1,44 @@
+"""Names the project keeps: module_utils apart from modules, scenarios named for their roles, and
+nothing that reads or cites a path outside the repository."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+from conftest import REPO
+
+
+def tracked() -> list[str]:
+    return subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_no_module_utils_shares_a_name_with_a_module():
+    # On the target a module and the module_utils it imports share one namespace (AnsiballZ's
+    # ansible.module_utils package next to the module): equal names hide one behind the other.
+    modules = {path.stem for path in REPO.glob("roles/*/library/*.py")}
+    utils = {path.stem for path in REPO.glob("roles/*/module_utils/*.py")}
+    assert modules and utils
+    assert not modules & utils, f"module_utils named as a module: {sorted(modules & utils)}"
+
+
+def test_each_molecule_scenario_is_named_for_a_role_it_runs():
+    roles = {path.name for path in (REPO / "roles").iterdir() if path.is_dir()}
+    scenarios = [path.parent.name for path in REPO.glob("molecule/*/molecule.yml")]
+    assert scenarios
+    assert [name for name in scenarios if name not in roles] == []
+
+
+def test_nothing_reads_or_cites_a_path_outside_the_repository():
+    outside = re.compile(r"\.\./shared\b|/work/(?!\.\.)|\bshared/reference\b")
+    found = []
+    for name in tracked():
+        path = REPO / name
+        if name.startswith("tests/fixtures/") or not path.is_file():
+            continue   # captures from other machines hold those machines' paths, as they printed them
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        found += [f"{name}:{n}" for n, line in enumerate(text.splitlines(), 1) if outside.search(line)]
+    assert found == []
