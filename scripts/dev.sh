@@ -3,7 +3,8 @@
 #   scripts/dev.sh demo    run site.yml on the embedded default target (a local LXC container)
 #   scripts/dev.sh test    yamllint, ansible-lint, Molecule, pytest
 #   scripts/dev.sh lint    the linters alone
-#   scripts/dev.sh setup   install what the others need (Debian packages, .venv, image)
+#   scripts/dev.sh setup   install what the others need (Debian packages, .venv, images)
+#   scripts/dev.sh controller-tests   the playbook-level tests on a Debian 13 controller (ansible-core 2.21)
 #   scripts/dev.sh fleet   three stand-in replicas and the smg gateway (127.0.0.1:30000) in Docker
 #   scripts/dev.sh fleet-roll [ansible args]   roll them with traffic flowing (-e sglang_version=0.5.23)
 # Runs as root on a Debian machine with Python 3.11 or later.
@@ -85,6 +86,40 @@ setup() {
     log "starting the Docker engine when it is down"
     scripts/docker-engine.sh
     scripts/build-base-image.sh
+    scripts/build-controller-image.sh
+}
+
+# The playbook-level tests that cover each playbook's way in, on the controller of Debian 13 (Python
+# 3.13, so ansible-core 2.21 by requirements.txt's markers) in a container of
+# scripts/build-controller-image.sh: a fresh .venv from requirements.txt, the tree copied in (never
+# written), a copy of this machine's wheel cache (so that no Python 3.13 wheel lands in it), and
+# as on every controller, a run that prints a deprecation warning fails (tests/conftest.py's run_playbook).
+controller_test_files=(test_playbook_validate.py test_playbook_secrets.py test_playbook_install_input.py
+    test_playbook_gpu_host_input.py test_playbook_container_input.py test_playbook_nvidia_userspace.py
+    test_playbook_answers.py test_playbook_bench_key.py test_playbook_bench_report_input.py
+    test_model_preflight.py)
+controller_tests() {
+    local image=${SGLANG_CONTROLLER_IMAGE:-local/debian13-controller:latest}
+    local cache=${SGLANG_WHEEL_CACHE:-$HOME/.cache/sglang-deploy/wheels}
+    mkdir -p "$cache" "$HOME/.cache/pip"
+    # SYS_ADMIN: the read-only-target tests bind-mount inside the container's own mount namespace.
+    # This machine's CA bundle (Debian's, with any local CA that update-ca-certificates added): the
+    # container's pip trusts what this machine's does.
+    docker run --rm --network host --cap-add SYS_ADMIN --security-opt apparmor=unconfined \
+        --security-opt seccomp=unconfined -v "$repo:/src:ro" -v "$cache:/host-wheels:ro" \
+        -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/host-ca.crt:ro -e PIP_CERT=/etc/ssl/host-ca.crt \
+        -e SSL_CERT_FILE=/etc/ssl/host-ca.crt -v "$HOME/.cache/pip:/root/.cache/pip" "$image" bash -euo pipefail -c '
+        mkdir -p /repo /root/.cache/sglang-deploy
+        tar -C /src --exclude=./.venv --exclude=./.git -cf - . | tar -C /repo -xf -
+        cp -a /host-wheels /root/.cache/sglang-deploy/wheels
+        cd /repo
+        python3 -m venv .venv
+        .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+        . .venv/bin/activate
+        python --version
+        ansible --version | head -n 1
+        python -m pytest -p no:cacheprovider -q -rs -W ignore::DeprecationWarning "${@/#/tests/}"
+    ' controller-tests "${controller_test_files[@]}"
 }
 
 activate() {
@@ -158,19 +193,34 @@ tests() {
     log "molecule (all scenarios, beside pytest; output in $molecule_log)"
     molecule_scenarios "$molecule_times" >"$molecule_log" 2>&1 &
     molecule_pid=$!
+    local controller_log controller_pid controller_rc=0 controller_started=$SECONDS
+    controller_log=$(mktemp /tmp/controller-XXXXXX.log)
+    log "playbook-level tests on the Debian 13 controller (ansible-core 2.21, beside; output in $controller_log)"
+    (
+        rc=0
+        controller_tests || rc=$?
+        echo "$((SECONDS - controller_started))" >"$controller_log.seconds"
+        exit "$rc"
+    ) >"$controller_log" 2>&1 &
+    controller_pid=$!
     # Files in tests/conftest.py's order (the end-to-end fleet file first), not xdist's by test count.
     stage "pytest" python -m pytest tests -n 2 --dist loadfile --no-loadscope-reorder --durations=15 "$@" \
         || pytest_rc=$?
     wait "$molecule_pid" || molecule_rc=$?
+    wait "$controller_pid" || controller_rc=$?
     log "molecule's output"
     cat "$molecule_log"
+    log "the Debian 13 controller's output"
+    cat "$controller_log"
+    stage_times+=("$(printf '%4d s  %s' "$(cat "$controller_log.seconds" 2>/dev/null || echo 0)" "playbook-level tests on Debian 13 (ansible-core 2.21)")")
     while read -r line; do stage_times+=("$line"); done <"$molecule_times"
     stage_times+=("$(printf '%4d s  %s' $((SECONDS - started)) "pytest and molecule, together")")
-    rm -f "$molecule_log" "$molecule_times"
+    rm -f "$molecule_log" "$molecule_times" "$controller_log" "$controller_log.seconds"
     print_stage_times
     if ((molecule_rc)); then log "molecule failed (exit $molecule_rc)"; fi
+    if ((controller_rc)); then log "the Debian 13 controller's tests failed (exit $controller_rc)"; fi
     if ((pytest_rc)); then log "pytest failed (exit $pytest_rc)"; fi
-    ((!molecule_rc && !pytest_rc))
+    ((!molecule_rc && !controller_rc && !pytest_rc))
 }
 
 command=${1:-}
@@ -181,6 +231,7 @@ case "$command" in
     demo) setup; demo "$@" ;;
     fleet) setup; fleet "$@" ;;
     fleet-roll) activate; fleet_roll "$@" ;;
+    controller-tests) setup; controller_tests ;;
     test)
         stage "setup" setup
         activate
