@@ -34,8 +34,8 @@ def test_nothing_reads_or_cites_a_path_outside_the_repository():
     found = []
     for name in tracked():
         path = REPO / name
-        if name.startswith("tests/fixtures/") or not path.is_file():
-            continue   # captures from other machines hold those machines' paths, as they printed them
+        if name.startswith("tests/fixtures/") or name == "tests/test_project_names.py" or not path.is_file():
+            continue   # captures from other machines hold their paths as printed; this file names the pattern
         try:
             text = path.read_text()
         except UnicodeDecodeError:
