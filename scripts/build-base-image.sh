@@ -11,15 +11,7 @@ if [[ "${1:-}" != "--force" ]] && docker image inspect "$image" >/dev/null 2>&1;
     exit 0
 fi
 
-# Take the mirror from this machine's own apt sources rather than naming a host.
-mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
-if [[ -z "$mirror" ]]; then
-    mirror=$(awk '$1 == "deb" && $3 == "bookworm" {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
-fi
-if [[ -z "$mirror" ]]; then
-    echo "no Debian mirror found in /etc/apt/sources.list(.d); set one up first" >&2
-    exit 1
-fi
+mirror=$("$(dirname "$0")/debian-mirror.sh")
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
