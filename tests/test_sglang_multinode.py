@@ -142,10 +142,14 @@ def test_every_node_of_the_replica_must_be_in_the_play(tmp_path):
 def test_nodes_of_rank_1_and_up_start_before_rank_0_and_restart_together():
     tasks = yaml.safe_load((ROLE / "tasks" / "service.yml").read_text())
     names = [task["name"] for task in tasks]
-    together = names.index("Start or restart every node of a multi-node replica together")
-    workers = names.index("Start or restart the nodes of rank 1 and up of a multi-node replica")
+    plan = names.index("Read what each node of a multi-node replica would do")
+    workers = names.index("Start the nodes of rank 1 and up, or restart them once with their replica")
     first = [i for i, task in enumerate(tasks) if "rank == 0" in str(task.get("when", ""))]
-    assert together < workers < min(first) and len(first) == 2
+    assert plan < workers < min(first) and len(first) == 1
+    # Every node reads first, in check mode, what it would do; one restart of any restarts all.
+    assert tasks[plan]["check_mode"] is True and "node_plan" in tasks[plan]["register"]
+    assert tasks[workers]["systemd_current"]["restart"] == tasks[first[0]]["systemd_current"]["restart"] \
+        == "{{ sglang_server_group_restarts }}"
 
 
 def test_the_rolling_upgrade_refuses_a_multi_node_replica_before_touching_anything(tmp_path):

@@ -1,16 +1,16 @@
 #!/usr/bin/python
-"""Ansible module: whether the SGLang unit runs the current files, and its readiness."""
+"""Ansible module: the SGLang unit's current start, or a wait until that start is ready."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: sglang_server_state
-short_description: Read the SGLang unit's state, or wait until this start is ready
+short_description: Read the SGLang unit's current start, or wait until it is ready
 description:
-  - Without I(wait), reads C(systemctl show) for the unit and reports whether it runs,
-    its invocation ID, and which of I(paths) changed after its main process started
-    (those need a restart). Read-only; supports check mode.
+  - Without I(wait), reads C(systemctl show) for the unit and reports whether it runs and
+    its invocation ID. Read-only; supports check mode. Whether it needs a restart is
+    decided by the systemd_current module (the systemd_files role), which also acts.
   - With I(wait), polls I(url) until it answers 200, for at most I(timeout) seconds,
     and fails as soon as systemd says the start failed (the process exited, the unit
     is restarting or failed). On failure the message names the unit's state and
@@ -20,11 +20,6 @@ options:
     description: The unit name without C(.service).
     type: str
     required: true
-  paths:
-    description: Files whose change after the server started needs a restart.
-    type: list
-    elements: path
-    default: []
   wait:
     description: Wait for readiness instead of reading the state.
     type: bool
@@ -52,10 +47,9 @@ author:
 """
 
 EXAMPLES = r"""
-- name: Read whether the server runs the current files
+- name: Read the server's current invocation
   sglang_server_state:
     name: sglang
-    paths: [/etc/systemd/system/sglang.service, /etc/sglang/sglang.env]
   register: state
 
 - name: Wait until this start answers
@@ -79,30 +73,19 @@ unit_state:
   description: ActiveState, SubState, Result, exit status and restart count, in words.
   returned: always
   type: str
-stale:
-  description: The paths changed after the main process started.
-  returned: without wait
-  type: list
-  elements: str
 waited:
   description: Seconds waited for readiness.
   returned: with wait
   type: float
 """
 
-import os
 import time
 import urllib.error
 import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_service import (
-    SHOW_PROPERTIES,
-    parse_show,
-    start_failure,
-    started_epoch,
-    stale_paths,
-)
+from ansible.module_utils.sglang_service import start_failure
+from ansible.module_utils.systemd_state import SHOW_PROPERTIES, parse_show
 
 
 def show(module: AnsibleModule, name: str):
@@ -155,22 +138,14 @@ def wait(module: AnsibleModule) -> None:
 
 def status(module: AnsibleModule) -> None:
     state = show(module, module.params["name"])
-    started = started_epoch(state, time.monotonic(), time.time())
-    mtimes = {}
-    for path in module.params["paths"]:
-        try:
-            mtimes[path] = os.lstat(path).st_mtime
-        except OSError:
-            mtimes[path] = None
     module.exit_json(changed=False, running=state.running, invocation_id=state.invocation,
-                     unit_state=state.describe(), stale=stale_paths(mtimes, started))
+                     unit_state=state.describe())
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             name=dict(type="str", required=True),
-            paths=dict(type="list", elements="path", default=[]),
             wait=dict(type="bool", default=False),
             url=dict(type="str"),
             timeout=dict(type="int", default=5400),

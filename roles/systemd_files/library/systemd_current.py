@@ -1,0 +1,167 @@
+#!/usr/bin/python
+"""Ansible module: a unit enabled, running, and running its current files."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: systemd_current
+short_description: Enable a unit, start it, and restart it once when a file it runs on changed
+description:
+  - The one restart rule of every service the project owns (the SGLang server, the gateway,
+    the node's device-node unit). It reads systemd, not this run's notes, so a controller
+    killed between writing a file and restarting still restarts on the next run.
+  - Reloads systemd when it says the unit file changed on disk (C(NeedDaemonReload)), enables the
+    unit when it is not, then starts it when it is not running, or restarts it once when the unit
+    file, one of its drop-ins, or one of I(paths) changed after its main process started.
+  - In check mode nothing is done, and the result says what would be; a unit whose file is not
+    written yet would be started, and I(pending) counts what check mode did not write.
+options:
+  name:
+    description: The unit name without C(.service).
+    type: str
+    required: true
+  paths:
+    description:
+      - Files and links, besides the unit file and its drop-ins, whose change after the process
+        started needs a restart (their own modification time; a link's is that of the link).
+      - A path that does not exist does not count.
+    type: list
+    elements: path
+    default: []
+  run:
+    description: Whether the unit runs here. False enables it only.
+    type: bool
+    default: true
+  restart:
+    description: Restart it once even when nothing it runs on changed (a peer of a multi-node replica restarts).
+    type: bool
+    default: false
+  pending:
+    description:
+      - In check mode, whether this run changes a file the unit runs on (check mode writes none, so
+        their times cannot tell). Ignored in a real run, where the files themselves tell.
+    type: bool
+    default: false
+author:
+  - sglang-deploy project
+"""
+
+EXAMPLES = r"""
+- name: Start the gateway, or restart it once when its files changed after it started
+  systemd_current:
+    name: smg
+    paths: [/etc/sglang/smg.env, /opt/smg/current]
+  register: gateway
+"""
+
+RETURN = r"""
+action:
+  description: What was done (or would be, in check mode) to the running process.
+  returned: always
+  type: str
+  choices: [start, restart, none]
+reason:
+  description: Why, in words (the files that changed after the process started, when those).
+  returned: always
+  type: str
+stale:
+  description: The unit file, drop-ins and I(paths) changed after the process started.
+  returned: always
+  type: list
+  elements: str
+reloaded:
+  description: systemd was reloaded because the unit file changed on disk.
+  returned: always
+  type: bool
+enabled_now:
+  description: The unit was enabled by this call.
+  returned: always
+  type: bool
+invocation_id:
+  description: systemd's InvocationID after the call (journal field _SYSTEMD_INVOCATION_ID).
+  returned: always
+  type: str
+"""
+
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.systemd_state import SHOW_PROPERTIES, UnitState, decide, parse_show, started_epoch, stale_paths
+
+
+def show(module: AnsibleModule, unit: str) -> UnitState:
+    argv = ["systemctl", "show", unit] + [f"--property={p}" for p in SHOW_PROPERTIES]
+    rc, out, err = module.run_command(argv)
+    if rc != 0:
+        module.fail_json(msg=f"systemctl show {unit} failed: {err.strip()}. Nothing was changed.")
+    return parse_show(out)
+
+
+def systemctl(module: AnsibleModule, unit: str, *verb: str) -> None:
+    rc, _, err = module.run_command(["systemctl", *verb, *([unit] if unit else [])])
+    if rc != 0:
+        module.fail_json(msg=f"systemctl {' '.join(verb)} {unit} failed (rc {rc}): {err.strip()}. "
+                         f"See journalctl -u {unit} for why.", action=" ".join(verb))
+
+
+def mtimes(paths: list[str]) -> dict[str, float | None]:
+    found: dict[str, float | None] = {}
+    for path in paths:
+        try:
+            found[path] = os.lstat(path).st_mtime
+        except OSError:
+            found[path] = None
+    return found
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            paths=dict(type="list", elements="path", default=[]),
+            run=dict(type="bool", default=True),
+            restart=dict(type="bool", default=False),
+            pending=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    name = params["name"]
+    if not name or "/" in name or name.endswith(".service") or any(c.isspace() or ord(c) < 32 for c in name):
+        module.fail_json(msg=f"name is {name!r}: expected a unit name without .service, no slash or "
+                         f"whitespace. Nothing was changed.")
+    unit = f"{name}.service"
+    state = first = show(module, unit)
+    if state.load == "not-found" and not module.check_mode:
+        module.fail_json(msg=f"{unit} has no unit file (LoadState=not-found): write it first. Nothing was changed.")
+    reloaded = state.need_reload
+    if reloaded and not module.check_mode:
+        systemctl(module, "", "daemon-reload")
+        state = show(module, unit)
+    enable = not state.enabled and state.load != "not-found"
+    if enable and not module.check_mode:
+        systemctl(module, unit, "enable")
+    files = [p for p in (state.fragment, *state.drop_ins, *params["paths"]) if p]
+    stale = stale_paths(mtimes(files), started_epoch(state, time.monotonic(), time.time()))
+    action, reason = decide(state, stale, params["run"], params["restart"],
+                            params["pending"] and module.check_mode)
+    if action != "none" and not module.check_mode:
+        # A deliberate start is not a crash: systemd's start-rate counter (StartLimitBurst) is
+        # flushed so that a day of deploys is not refused. A unit that never failed has none.
+        module.run_command(["systemctl", "reset-failed", unit])
+        systemctl(module, unit, action)
+        state = show(module, unit)
+    changed = action != "none" or enable or reloaded
+    done = {"start": "started", "restart": "restarted once", "none": "left as it is"}[action]
+    before = f"{unit}: {first.active or 'unknown'} ({first.sub or 'no unit yet'})\n"
+    after = (f"{unit}: {'enabled, ' if enable else ''}{'reloaded, ' if reloaded else ''}{done}: "
+             f"{reason}\n")
+    module.exit_json(changed=changed, action=action, reason=reason, stale=stale, reloaded=reloaded,
+                     enabled_now=enable, invocation_id=state.invocation,
+                     diff={"before": before, "after": after} if changed else {})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""A unit as systemd sees it, and the one restart rule of every service the project owns.
+
+State comes from systemd and the files themselves: a unit needs a restart when
+a file its process depends on (the unit file and its drop-ins, an environment
+file, an install, a patched source file) changed after its main process
+started. A controller killed between writing a file and restarting therefore
+still restarts on the next run: the rule reads no note of ours and no
+``is changed`` of an earlier task. Standard library only; the systemd_current
+module is the adapter, and sglang_server_state reads the same properties.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+SHOW_PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result", "ExecMainStatus",
+                   "NRestarts", "InvocationID", "MainPID", "ExecMainStartTimestampMonotonic",
+                   "NeedDaemonReload", "UnitFileState", "FragmentPath", "DropInPaths")
+
+# UnitFileState values that need no `systemctl enable` (static units have no [Install]).
+ENABLED_STATES = ("enabled", "enabled-runtime", "static", "alias", "indirect", "generated", "transient")
+
+
+@dataclass(frozen=True)
+class UnitState:
+    """The properties of `systemctl show` the project decides on."""
+
+    load: str = ""
+    active: str = ""
+    sub: str = ""
+    result: str = ""
+    exit_status: str = ""
+    restarts: int = 0
+    invocation: str = ""
+    main_pid: int = 0
+    started_monotonic_us: int = 0
+    need_reload: bool = False
+    file_state: str = ""
+    fragment: str = ""
+    drop_ins: tuple[str, ...] = ()
+
+    @property
+    def running(self) -> bool:
+        """Active (a oneshot that exited with RemainAfterExit too), not waiting to restart."""
+        return self.active in ("active", "activating", "reloading") and self.sub != "auto-restart"
+
+    @property
+    def enabled(self) -> bool:
+        return self.file_state in ENABLED_STATES
+
+    def describe(self) -> str:
+        return (f"ActiveState={self.active} SubState={self.sub} Result={self.result or 'n/a'} "
+                f"ExecMainStatus={self.exit_status or 'n/a'} NRestarts={self.restarts}")
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return 0
+
+
+def parse_show(text: str) -> UnitState:
+    """`systemctl show -p ...` output (KEY=VALUE lines) as a UnitState."""
+    props: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            props[key.strip()] = value.strip()
+    return UnitState(
+        load=props.get("LoadState", ""),
+        active=props.get("ActiveState", ""),
+        sub=props.get("SubState", ""),
+        result=props.get("Result", ""),
+        exit_status=props.get("ExecMainStatus", ""),
+        restarts=_int(props.get("NRestarts", "0")),
+        invocation=props.get("InvocationID", ""),
+        main_pid=_int(props.get("MainPID", "0")),
+        started_monotonic_us=_int(props.get("ExecMainStartTimestampMonotonic", "0")),
+        need_reload=props.get("NeedDaemonReload", "no") == "yes",
+        file_state=props.get("UnitFileState", ""),
+        fragment=props.get("FragmentPath", ""),
+        drop_ins=tuple(props.get("DropInPaths", "").split()),
+    )
+
+
+def started_epoch(state: UnitState, monotonic_now: float, wall_now: float) -> Optional[float]:
+    """Wall-clock time the main process started, from systemd's monotonic stamp."""
+    if not state.running or state.started_monotonic_us <= 0:
+        return None
+    return wall_now - (monotonic_now - state.started_monotonic_us / 1e6)
+
+
+def stale_paths(mtimes: Mapping[str, Optional[float]], started: Optional[float]) -> list[str]:
+    """The paths changed after the unit's process started (none when it does not run).
+
+    A missing path (None) does not count: the gate file is absent on releases
+    without the gate, and a caller passes no path it does not use.
+    """
+    if started is None:
+        return []
+    return sorted(path for path, mtime in mtimes.items() if mtime is not None and mtime > started)
+
+
+def decide(state: UnitState, stale: list[str], run: bool, restart: bool, pending: bool) -> tuple[str, str]:
+    """(start | restart | none, why): the one restart rule.
+
+    ``restart`` is a restart asked for by the caller (a peer of a multi-node
+    replica restarts); ``pending`` counts what check mode did not write.
+    """
+    if not run:
+        return "none", "it is not to run here"
+    if not state.running:
+        return "start", f"it was not running ({state.describe()})" if state.load != "not-found" \
+            else "its unit is new"
+    if stale:
+        return "restart", ", ".join(stale) + " changed after it started"
+    if restart:
+        return "restart", "a restart was asked for (a node of its replica restarts)"
+    if pending:
+        return "restart", "this run changes what it runs on"
+    return "none", "it runs its current files"
