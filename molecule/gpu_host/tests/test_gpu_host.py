@@ -25,10 +25,11 @@ def test_unit_enabled_and_ran(host):
     service = host.service("nvidia-device-nodes")
     assert service.is_enabled
     assert host.run("systemctl is-active nvidia-device-nodes.service").stdout.strip() == "active"
-    # The stand-in nvidia-modprobe logs each call: the unit ran at converge and once more after
-    # side_effect removed /dev/nvidia-uvm; idempotence ran nothing.
+    # The stand-in nvidia-modprobe logs each call: the unit ran at converge, once more after
+    # side_effect touched its file (changed after it ran), and once more after side_effect removed
+    # /dev/nvidia-uvm; idempotence ran nothing.
     log = host.file("/var/log/nvidia-modprobe-standin.log").content_string.splitlines()
-    assert log == (["-u -c=0"] + [f"-c={n}" for n in range(8)]) * 2
+    assert log == (["-u -c=0"] + [f"-c={n}" for n in range(8)]) * 3
 
 
 def test_uvm_node_made_by_the_unit(host):
