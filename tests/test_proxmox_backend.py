@@ -213,6 +213,29 @@ def test_users_own_devn_entries_are_kept_and_gpu_entries_follow_the_host(node):
     assert any(path.endswith("/status/shutdown") for method, path, _ in run.requests)
 
 
+def test_a_run_killed_before_the_restart_leaves_pending_entries_that_the_next_run_applies(node):
+    assert_converged(node, node.play())
+    shutdowns = lambda run: [path for method, path, _ in run.requests if path.endswith("/status/shutdown")]
+
+    def killed_before_the_restart(pve):
+        # What a run killed between its PUT and the restart leaves: the new entry pending (the
+        # config read back already shows it), the running container still on the old one.
+        ct = pve.ct(VMID)
+        key = next(key for key, value in devices(ct.config).items() if value.startswith("/dev/nvidia0,"))
+        ct.pending[key], ct.config[key] = ct.config[key], "/dev/nvidia7,mode=0666"
+    node.fake.run(killed_before_the_restart)
+    assert node.pve.ct(VMID).pending
+
+    run = node.play()
+    assert_converged(node, run)
+    assert len(shutdowns(run)) == 1, run.requests
+    assert not node.pve.ct(VMID).pending
+    assert "for its next start" in run.stdout
+    again = node.play()
+    assert_converged(node, again)
+    assert shutdowns(again) == [] and writes(again) == []
+
+
 def test_missing_template_is_fetched_or_named(node):
     node.fake.run(lambda pve: pve.storages["local"]["volumes"].clear())
     before = node.digest()

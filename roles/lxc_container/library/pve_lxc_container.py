@@ -14,8 +14,10 @@ description:
     cluster has no quorum, the node is offline, the container is locked or the template is
     neither on the storage nor in Proxmox's appliance index.
   - Then creates the container (or changes the settings that differ), fetches the template
-    when it is missing, and with I(state=started) starts it, or restarts it when I(restart) is
-    true and it runs. A task that ends in C(TASK ERROR) fails the module, quoting its log line.
+    when it is missing, and with I(state=started) starts it, or restarts it once when it runs
+    and PVE holds changes for its next start (the API's C(pending) list, so that a run killed
+    between a change and the restart still restarts it) or I(restart) is true. A task that ends
+    in C(TASK ERROR) fails the module, quoting its log line.
   - Before any request, every value that goes into PVE's config is checked against PVE's own
     formats (the vmid, host name, storage id, sizes, the netif keys and property strings, the
     features). An existing container at the vmid with another hostname is refused, as is one whose
@@ -56,7 +58,10 @@ options:
     choices: [present, started]
     default: present
   restart:
-    description: With I(state=started), restart a running container (its GPU entries changed).
+    description: >-
+      With I(state=started), restart a running container also when PVE holds nothing pending
+      (what PVE cannot list: raw C(lxc.*) lines written to its conf file, and in check mode the
+      entries this run did not write).
     type: bool
     default: false
   task_timeout: {description: Seconds to wait for a create, start or shutdown task., type: int, default: 300}
@@ -109,6 +114,14 @@ template:
   description: C(present), C(fetched), or C(missing) (check mode before a fetch).
   returned: always
   type: str
+action:
+  description: C(start), C(restart) or C(none), with I(state=started).
+  returned: always
+  type: str
+reason:
+  description: Why it started or restarted, or why not.
+  returned: always
+  type: str
 """
 
 import time
@@ -134,8 +147,10 @@ from ansible.module_utils.pve_container import (
     Request,
     describe,
     existing_problems,
+    pending_keys,
     plan_update,
     request_problems,
+    start_or_restart,
     split_disk,
     vmid_of,
 )
@@ -254,6 +269,10 @@ class Container:
     def status(self) -> str:
         return str(self.get(f"{self.base}/status/current").get("status", "unknown"))
 
+    def pending(self) -> list[str]:
+        """The settings PVE holds for the container's next start."""
+        return pending_keys(self.get(f"{self.base}/pending"))
+
     def template_present(self) -> bool:
         storage, name = split_volid(self.params["ostemplate"])
         content = self.get(f"/nodes/{self.node}/storage/{storage}/content", content="vztmpl")
@@ -304,7 +323,8 @@ def run(module: AnsibleModule, progress: Progress) -> dict:
     if template == "missing" and params["fetch_template"]:
         ct.preflight(creating=True, fetching=True)
     result = {"changed": False, "exists": exists, "created": False, "updated": {}, "template": template,
-              "was_running": False, "status": "absent", "config": {}}
+              "was_running": False, "status": "absent", "config": {}, "action": "none",
+              "reason": "it is only to exist (state=present)"}
     if exists:
         config = ct.config()
         problem = (unfinished_create(ct.vmid, ct.node, config) or lock_problem(ct.vmid, config, ct.node)
@@ -333,14 +353,16 @@ def run(module: AnsibleModule, progress: Progress) -> dict:
             progress.created = True
             ct.wait(upid, f"Creating container {ct.vmid}")
     if params["state"] == "started":
-        restart = params["restart"] and result["was_running"]
-        if result["status"] != "running" or restart:
+        held = ct.pending() if result["was_running"] else []
+        action, reason = start_or_restart(result["status"] == "running", held, params["restart"])
+        result.update(action=action, reason=reason)
+        if action != "none":
             result["changed"] = True
             if not check:
-                if restart:
+                if action == "restart":
                     upid = ct.write("POST", f"{ct.base}/status/shutdown", f"a shutdown of container {ct.vmid}",
                                     timeout=120, forceStop=1)
-                    ct.wait(upid, f"Shutting down container {ct.vmid} for its new GPU entries")
+                    ct.wait(upid, f"Shutting down container {ct.vmid} ({reason})")
                 upid = ct.write("POST", f"{ct.base}/status/start", f"a start of container {ct.vmid}")
                 ct.wait(upid, f"Starting container {ct.vmid}")
             result["status"] = "running"

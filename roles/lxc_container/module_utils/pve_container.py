@@ -234,3 +234,21 @@ def existing_problems(request: Request, config: dict[str, Any]) -> list[str]:
         return [f"The existing container differs in settings PVE sets only at creation: {'; '.join(problems)}. "
                 "Nothing was changed."]
     return []
+
+
+def pending_keys(entries: list[dict[str, Any]]) -> list[str]:
+    """The keys of the API's pending list that a running container takes only at its next start."""
+    return sorted(str(item["key"]) for item in entries if "pending" in item or item.get("delete"))
+
+
+def start_or_restart(running: bool, pending: list[str], restart: bool) -> tuple[str, str]:
+    """(start | restart | none, why) for a container that is to run. PVE's pending list decides,
+    so that a change whose restart a killed run never made still restarts it; ``restart`` stands
+    for what PVE cannot list (raw lxc lines in its conf file; in check mode, what was not written)."""
+    if not running:
+        return "start", "it was not running"
+    if pending:
+        return "restart", f"PVE holds {', '.join(pending)} for its next start"
+    if restart:
+        return "restart", "its raw lxc lines changed, or would (check mode)"
+    return "none", "it runs with its current settings"
