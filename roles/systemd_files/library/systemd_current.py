@@ -84,11 +84,11 @@ invocation_id:
   type: str
 """
 
-import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.systemd_state import SHOW_PROPERTIES, UnitState, decide, parse_show, started_epoch, stale_paths
+from ansible.module_utils.systemd_state import (SHOW_PROPERTIES, UnitState, decide, mtimes, parse_show, started_epoch,
+                                                stale_paths)
 
 
 def show(module: AnsibleModule, unit: str) -> UnitState:
@@ -104,16 +104,6 @@ def systemctl(module: AnsibleModule, unit: str, *verb: str) -> None:
     if rc != 0:
         module.fail_json(msg=f"systemctl {' '.join(verb)} {unit} failed (rc {rc}): {err.strip()}. "
                          f"See journalctl -u {unit} for why.", action=" ".join(verb))
-
-
-def mtimes(paths: list[str]) -> dict[str, float | None]:
-    found: dict[str, float | None] = {}
-    for path in paths:
-        try:
-            found[path] = os.lstat(path).st_mtime
-        except OSError:
-            found[path] = None
-    return found
 
 
 def main() -> None:

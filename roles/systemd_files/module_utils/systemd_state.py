@@ -11,6 +11,7 @@ module is the adapter, and sglang_server_state reads the same properties.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
@@ -92,6 +93,17 @@ def started_epoch(state: UnitState, monotonic_now: float, wall_now: float) -> Op
     return wall_now - (monotonic_now - state.started_monotonic_us / 1e6)
 
 
+def mtimes(paths: list[str]) -> dict[str, Optional[float]]:
+    """Each path's own modification time (a link's is that of the link), None when it is missing."""
+    found: dict[str, Optional[float]] = {}
+    for path in paths:
+        try:
+            found[path] = os.lstat(path).st_mtime
+        except OSError:
+            found[path] = None
+    return found
+
+
 def stale_paths(mtimes: Mapping[str, Optional[float]], started: Optional[float]) -> list[str]:
     """The paths changed after the unit's process started (none when it does not run).
 
@@ -104,16 +116,26 @@ def stale_paths(mtimes: Mapping[str, Optional[float]], started: Optional[float])
 
 
 def decide(state: UnitState, stale: list[str], run: bool, restart: bool, pending: bool) -> tuple[str, str]:
-    """(start | restart | none, why): the one restart rule.
+    """(start | restart | none, why): the one restart rule, for a systemd unit.
 
     ``restart`` is a restart asked for by the caller (a peer of a multi-node
     replica restarts); ``pending`` counts what check mode did not write.
     """
     if not run:
         return "none", "it is not to run here"
-    if not state.running:
-        return "start", f"it was not running ({state.describe()})" if state.load != "not-found" \
-            else "its unit is new"
+    why_not = (f"it was not running ({state.describe()})" if state.load != "not-found" else "its unit is new")
+    return decide_restart(state.running, why_not, stale, restart, pending)
+
+
+def decide_restart(running: bool, why_not: str, stale: list[str], restart: bool, pending: bool) -> tuple[str, str]:
+    """(start | restart | none, why) for anything that runs its files: a unit, a container.
+
+    Not running: start (``why_not`` says why). Running: restart once when a
+    file in ``stale`` changed after it started, when the caller asks, or (check
+    mode) when this run would change what it runs on; else leave it.
+    """
+    if not running:
+        return "start", why_not
     if stale:
         return "restart", ", ".join(stale) + " changed after it started"
     if restart:

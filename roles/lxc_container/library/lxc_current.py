@@ -1,0 +1,178 @@
+#!/usr/bin/python
+"""Ansible module: a plain-LXC container running, and running its current config."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: lxc_current
+short_description: Start a plain-LXC container, or restart it once when its config changed after it started
+description:
+  - The project's one restart rule (as systemd_current for units), for a container made with
+    lxc-create. It reads LXC and the kernel, not this run's notes, so a controller killed between
+    writing the config and restarting still restarts on the next run.
+  - Starts the container when it is stopped. Restarts it once when its config, or one of I(paths),
+    changed after its init process started (the file's own time against C(/proc/PID/stat)), or when
+    I(bridge) is given and none of its veths is on that bridge (the bridge was made again).
+  - Before any start it checks that the config names the container's own rootfs and that
+    C(rootfs/sbin/init) exists, so a config made by C(lxc-create -t none) never boots on the host's /.
+  - In check mode nothing is done and the result says what would be; I(pending) counts what check
+    mode did not write.
+options:
+  name:
+    description: The container's name.
+    type: str
+    required: true
+  lxcpath:
+    description: LXC's container directory.
+    type: path
+    default: /var/lib/lxc
+  paths:
+    description: Files besides the container's config whose change after the start needs a restart.
+    type: list
+    elements: path
+    default: []
+  bridge:
+    description: The host bridge its link is on; empty for a container without network.
+    type: str
+    default: ""
+  restart:
+    description: Restart it once even when nothing it runs on changed (what it sees inside is wrong).
+    type: bool
+    default: false
+  pending:
+    description:
+      - In check mode, whether this run changes the config (check mode writes none, so its time
+        cannot tell). Ignored in a real run.
+    type: bool
+    default: false
+author:
+  - sglang-deploy project
+"""
+
+EXAMPLES = r"""
+- name: Start the container, or restart it once when its config changed after it started
+  lxc_current:
+    name: sglang-demo
+    bridge: sgldemo0
+  register: container
+"""
+
+RETURN = r"""
+action:
+  description: What was done (or would be, in check mode).
+  returned: always
+  type: str
+  choices: [start, restart, none]
+reason:
+  description: Why, in words.
+  returned: always
+  type: str
+stale:
+  description: The config and I(paths) changed after the init process started.
+  returned: always
+  type: list
+  elements: str
+pid:
+  description: The host PID of the container's init after the call (0 in check mode when it was stopped).
+  returned: always
+  type: int
+"""
+
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.lxc_passthrough import rootfs_problem
+from ansible.module_utils.lxc_state import (INFO_FLAGS, SETTLED_STATES, ContainerState, link_master, off_bridge,
+                                            parse_info, start_ticks, started_epoch)
+from ansible.module_utils.systemd_state import decide_restart, mtimes, stale_paths
+
+SYSFS_NET = "/sys/class/net"
+
+
+def info(module: AnsibleModule, name: str, lxcpath: str) -> ContainerState | None:
+    """lxc-info's answer, or None when the container (or LXC itself, before a check-mode install) is missing."""
+    lxc_info = module.get_bin_path("lxc-info")
+    if not lxc_info:
+        return None
+    rc, out, _ = module.run_command([lxc_info, f"--name={name}", f"--lxcpath={lxcpath}", *INFO_FLAGS])
+    return parse_info(out) if rc == 0 else None
+
+
+def lxc(module: AnsibleModule, name: str, lxcpath: str, *argv: str) -> None:
+    rc, out, err = module.run_command([*argv, f"--name={name}", f"--lxcpath={lxcpath}"])
+    if rc != 0:
+        module.fail_json(msg=f"{' '.join(argv)} --name={name} failed (rc {rc}): {(err or out).strip()}. See "
+                         f"lxc-start --name={name} --foreground --logpriority=DEBUG --logfile=/tmp/{name}.log for why.")
+
+
+def started(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+        ticks = start_ticks(handle.read())
+    return started_epoch(ticks, os.sysconf("SC_CLK_TCK"), time.clock_gettime(time.CLOCK_BOOTTIME), time.time())
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            lxcpath=dict(type="path", default="/var/lib/lxc"),
+            paths=dict(type="list", elements="path", default=[]),
+            bridge=dict(type="str", default=""),
+            restart=dict(type="bool", default=False),
+            pending=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    name, lxcpath = p["name"], p["lxcpath"]
+    if not name or "/" in name or any(c.isspace() or ord(c) < 32 for c in name):
+        module.fail_json(msg=f"name is {name!r}: expected a container name without slash or whitespace. "
+                         "Nothing was changed.")
+    config = os.path.join(lxcpath, name, "config")
+    before = info(module, name, lxcpath)
+    if before is None:
+        if module.check_mode:
+            module.exit_json(changed=True, action="start", reason="it does not exist yet", stale=[], pid=0)
+        module.fail_json(msg=f"lxc-info finds no container {name} in {lxcpath}: create it first. Nothing was changed.")
+    if before.state not in SETTLED_STATES:
+        module.fail_json(msg=f"{name} is {before.state or 'in no state lxc-info names'}: expected RUNNING or STOPPED. "
+                         f"Wait for it, or lxc-unfreeze --name={name} a frozen one, then re-run. Nothing was changed.")
+    stale: list[str] = []
+    action, reason = "start", f"it was {before.state.lower()}"
+    if before.running:
+        stale = stale_paths(mtimes([config, *p["paths"]]), started(before.pid))
+        away = off_bridge(before.links, p["bridge"], {link: link_master(SYSFS_NET, link) for link in before.links})
+        action, reason = ("restart", away) if away and not stale else \
+            decide_restart(True, "", stale, p["restart"], p["pending"] and module.check_mode)
+    if action != "none":
+        try:
+            with open(config, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            module.fail_json(msg=f"Cannot read {config}: {exc}. Nothing was changed.")
+        init = os.path.join(lxcpath, name, "rootfs", "sbin", "init")
+        problem = rootfs_problem(text, name, lxcpath, os.path.lexists(init))
+        if problem:
+            module.fail_json(msg=f"{name}: {problem}. It was not {action}ed. Inspect {config}; "
+                             f"lxc-destroy --name={name} removes a half-made container.", start_problem=problem)
+    after = before
+    if action != "none" and not module.check_mode:
+        if action == "restart":
+            lxc(module, name, lxcpath, "lxc-stop")
+        lxc(module, name, lxcpath, "lxc-start", "--daemon")
+        after = info(module, name, lxcpath) or ContainerState()
+        if not after.running:
+            module.fail_json(msg=f"lxc-start --name={name} returned but it is {after.state or 'gone'}. See lxc-start "
+                             f"--name={name} --foreground --logpriority=DEBUG --logfile=/tmp/{name}.log for why.",
+                             action=action)
+    done = {"start": "started", "restart": "restarted once", "none": "left as it is"}[action]
+    changed = action != "none"
+    module.exit_json(changed=changed, action=action, reason=reason, stale=stale, pid=after.pid,
+                     diff={"before": f"{name}: {before.state}\n", "after": f"{name}: {done}: {reason}\n"}
+                     if changed else {})
+
+
+if __name__ == "__main__":
+    main()
