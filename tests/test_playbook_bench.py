@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Run, run_playbook, sglang_wheel, tree_digest, unpack_sglang, wheel_member
+from conftest import FLAG_SOURCES, REPO, Run, run_playbook, sglang_wheel, tree_digest, unpack_sglang, wheel_member
 
 FIXTURES = REPO / "tests" / "fixtures" / "bench"
 GATE = "srt/model_executor/model_runner.py"
@@ -56,6 +56,10 @@ def box(tmp_path: Path):
     package = unpack_sglang("0.5.12", tmp_path / "site")
     with zipfile.ZipFile(sglang_wheel("0.5.12")) as wheel:
         wheel.extract("sglang/bench_serving.py", tmp_path / "site")
+        # What the server role's flag check reads (bench.yml runs it for the server's address).
+        for name in wheel.namelist():
+            if name in FLAG_SOURCES or name.startswith("sglang/srt/arg_groups/") and name.endswith(".py"):
+                wheel.extract(name, tmp_path / "site")
     fake = tmp_path / "venv" / "bin"
     fake.mkdir(parents=True)
     shutil.copy(FIXTURES / "fake_python.py", fake / "python")
@@ -68,11 +72,12 @@ def box(tmp_path: Path):
             "scratch": tmp_path / "scratch"}
 
 
-def bench(box: dict, port: int, *extra: str, levels: str = "1024") -> Run:
+def bench(box: dict, port: int | None, *extra: str, levels: str = "1024") -> Run:
+    """bench.yml on this machine; port None leaves the benchmark's port to the server's settings."""
     return run_playbook(box["private"], "bench.yml", [
         "-e", f"sglang_package_dir={box['package']}",
         "-e", f"sglang_bench_python={box['python']}",
-        "-e", f"sglang_bench_port={port}",
+        *(["-e", f"sglang_bench_port={port}"] if port is not None else []),
         "-e", f"sglang_bench_runs_dir={box['runs']}",
         "-e", f"sglang_bench_remote_dir={box['scratch']}",
         "-e", f"sglang_autotune_state_dir={box['state']}",
@@ -122,6 +127,15 @@ def test_without_a_server_it_fails_at_once_and_writes_nothing(box):
     assert run.changed == 0
     assert not box["runs"].exists() and not box["scratch"].exists()
     assert tree_digest(box["package"]) == before
+
+
+def test_run_alone_it_benchmarks_the_port_the_servers_extra_flags_give(box, server):
+    """No sglang_bench_port: the port is the one the server role decides, here from its extra flags."""
+    flags = json.dumps({"sglang_server_extra_flags": {"port": server}})
+    run = bench(box, None, "--check", "-e", flags)
+    assert run.status == "successful", run.stdout
+    assert f"--host 127.0.0.1 --port {server} " in flat(run.stdout)
+    assert not box["runs"].exists() and not box["scratch"].exists()
 
 
 def test_check_mode_shows_the_commands_and_writes_nothing(box, server):
