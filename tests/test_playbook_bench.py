@@ -19,7 +19,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import FLAG_SOURCES, REPO, Run, run_playbook, sglang_wheel, tree_digest, unpack_sglang, wheel_member
+from conftest import REPO, Run, run_playbook, sglang_wheel, tree_digest, unpack_sglang, wheel_member
+from test_playbook_validate import unpack_flag_sources
 
 FIXTURES = REPO / "tests" / "fixtures" / "bench"
 GATE = "srt/model_executor/model_runner.py"
@@ -56,10 +57,7 @@ def box(tmp_path: Path):
     package = unpack_sglang("0.5.12", tmp_path / "site")
     with zipfile.ZipFile(sglang_wheel("0.5.12")) as wheel:
         wheel.extract("sglang/bench_serving.py", tmp_path / "site")
-        # What the server role's flag check reads (bench.yml runs it for the server's address).
-        for name in wheel.namelist():
-            if name in FLAG_SOURCES or name.startswith("sglang/srt/arg_groups/") and name.endswith(".py"):
-                wheel.extract(name, tmp_path / "site")
+    unpack_flag_sources("0.5.12", tmp_path / "site")  # the server's flag check, which bench.yml runs first
     fake = tmp_path / "venv" / "bin"
     fake.mkdir(parents=True)
     shutil.copy(FIXTURES / "fake_python.py", fake / "python")
