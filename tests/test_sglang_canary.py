@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -160,4 +161,26 @@ def test_rolling_upgrade_without_a_gateway_group_fails_naming_it(tmp_path):
     assert any("group sglang_gateway has 0 hosts (the group is missing)" in f and "Nothing was changed" in f
                for f in run.failures), run.failures
     assert "r1" not in run.stdout.split("PLAY RECAP")[-1]    # no replica was reached
+    assert hashlib.sha256(inventory.read_bytes()).hexdigest() == before
+
+
+def test_rolling_upgrade_refuses_a_replicas_bad_server_settings_before_the_gateway_is_asked(tmp_path):
+    """Every replica's server settings are checked (sglang_server, tasks_from: settings) before the
+    first leaves the gateway; the gateway reads where each listens from that check, with no fallback."""
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory = tmp_path / "inventory.json"
+    inventory.write_text(json.dumps({"all": {"children": {
+        "sglang_gateway": {"hosts": {"gw": local}},
+        "sglang_containers": {"hosts": {"r1": local, "r2": {**local, "sglang_server_extra_flags": {"port": 99999}}}}}}}))
+    before = hashlib.sha256(inventory.read_bytes()).hexdigest()
+    private = tmp_path / "runner"
+    private.mkdir()
+    run = run_playbook(private, "rolling_upgrade.yml", ["-e", "sglang_version=0.5.23"], inventory=str(inventory))
+    assert run.rc != 0
+    (failure,) = run.failures
+    assert failure.startswith("The sglang_server settings cannot make a unit systemd accepts:"), failure
+    assert "99999" in failure, failure
+    # r2 failed in the settings play; the gateway's checks and its /workers were never reached
+    assert "TASK [Check the gateway's settings and replicas]" not in run.stdout
+    assert "Read which replicas the gateway serves" not in run.stdout
     assert hashlib.sha256(inventory.read_bytes()).hexdigest() == before

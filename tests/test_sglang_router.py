@@ -60,32 +60,46 @@ def test_good_replicas_give_worker_urls():
         "http://169.254.1.1:30000", "http://169.254.1.2:30001", "http://[fe80::1]:30000", "http://node4:30000"]
 
 
+def decided(host="0.0.0.0", port=30000, node_rank=0):
+    """What the sglang_server role registers: sglang_server_validated.effective."""
+    return {"sglang_server_validated": {"effective": {"host": host, "port": port, "node_rank": node_rank}}}
+
+
 @pytest.mark.parametrize("hostvars, expected", [
-    ({"sglang_router_worker_address": "169.254.9.9", "sglang_server_port": 31000}, ("169.254.9.9", 31000)),
-    ({"sglang_server_validated": {"effective": {"host": "169.254.3.3", "port": 30002}}}, ("169.254.3.3", 30002)),
-    ({"sglang_server_validated": {"effective": {"host": "0.0.0.0", "port": 30000}}, "ansible_host": "n1"}, ("n1", 30000)),
-    ({"ansible_host": "n2"}, ("n2", 30000)),
-    ({}, ("", 30000)),
+    ({"sglang_router_worker_address": "169.254.9.9", **decided(port=31000)}, ("169.254.9.9", 31000)),
+    (decided("169.254.3.3", 30002), ("169.254.3.3", 30002)),
+    ({**decided(), "ansible_host": "n1"}, ("n1", 30000)),
+    ({**decided("::"), "ansible_host": "n2"}, ("n2", 30000)),
 ])
-def test_replica_address_and_port_come_from_host_vars(hostvars, expected):
+def test_replica_address_and_port_come_from_what_the_server_decided(hostvars, expected):
     (found,) = router.replicas_from(["r"], {"r": hostvars})
     assert (found["address"], found["port"]) == expected
+    assert router.replica_problems([found]) == []
 
 
-@pytest.mark.parametrize("hostvars, groups, workers", [
-    # the inventory: a replica over two nodes (group pair) and a one-node replica
-    ({"a": {"sglang_server_nnodes": 2, "sglang_server_node_group": "pair"},
-      "b": {"sglang_server_nnodes": 2, "sglang_server_node_group": "pair"}, "c": {}}, {"pair": ["a", "b"]}, ["a", "c"]),
-    ({"a": {"sglang_server_nnodes": 2, "sglang_server_node_group": "pair"},
-      "b": {"sglang_server_nnodes": 2, "sglang_server_node_group": "pair"}, "c": {}}, {"pair": ["b", "a"]}, ["b", "c"]),
-    # an explicit rank, and what the server role published (it wins)
-    ({"a": {"sglang_server_nnodes": 2, "sglang_server_node_rank": 1},
-      "b": {"sglang_server_nnodes": 2, "sglang_server_node_rank": 0}, "c": {}}, {}, ["b", "c"]),
-    ({"a": {"sglang_server_validated": {"effective": {"node_rank": 1, "host": "0.0.0.0", "port": 30000}}},
-      "b": {"sglang_server_validated": {"effective": {"node_rank": 0, "host": "0.0.0.0", "port": 30000}}}, "c": {}}, {}, ["b", "c"]),
+@pytest.mark.parametrize("hostvars", [
+    # the role's variables alone: the gateway no longer guesses the port from them (nor 30000)
+    {"ansible_host": "n2", "sglang_server_port": 31000},
+    {"ansible_host": "n2"},
+    # the result of a run that stopped before the flag check, or an older result without the rank
+    {"ansible_host": "n2", "sglang_server_validated": {"failed": True, "msg": "x"}},
+    {"ansible_host": "n2", "sglang_server_validated": {"effective": {"host": "0.0.0.0", "port": 30000}}},
 ])
-def test_a_multi_node_replica_is_one_worker_its_rank_0(hostvars, groups, workers):
-    found = router.replicas_from(["a", "b", "c"], {h: {"ansible_host": h, **v} for h, v in hostvars.items()}, groups)
+def test_a_replica_whose_server_decided_nothing_is_refused_by_name(hostvars):
+    (found,) = router.replicas_from(["r2"], {"r2": hostvars})
+    assert found["port"] is None and found["undecided"]
+    (problem,) = router.replica_problems([found])
+    assert problem.startswith("replica r2: this run has not decided where its server listens"), problem
+    assert "tasks_from: settings" in problem and "playbooks/fleet.yml" in problem
+
+
+@pytest.mark.parametrize("ranks, workers", [
+    ({"a": 1, "b": 0, "c": 0}, ["b", "c"]),
+    ({"a": 0, "b": 1, "c": 0}, ["a", "c"]),
+])
+def test_a_multi_node_replica_is_one_worker_its_rank_0(ranks, workers):
+    hostvars = {h: {"ansible_host": h, **decided(node_rank=rank)} for h, rank in ranks.items()}
+    found = router.replicas_from(["a", "b", "c"], hostvars)
     assert [r["name"] for r in found] == workers
 
 
@@ -191,35 +205,45 @@ def test_smgs_own_parser_judges_values(smg_python):
     assert "invalid int value: 'abc'" in smg_spec(smg_python, ["--port", "abc"])["error"]
 
 
-def run_role(tmp_path: Path, hostvars: dict, gateway_vars: dict) -> subprocess.CompletedProcess:
-    gateway = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-               "sglang_router_root": str(tmp_path / "root"), **gateway_vars}
+def run_role(tmp_path: Path, hostvars: dict, gateway_vars: dict, *args: str) -> subprocess.CompletedProcess:
+    """The replicas' settings check (sglang_server, tasks_from: settings), then the gateway role."""
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    gateway = {**local, "sglang_router_root": str(tmp_path / "root"), **gateway_vars}
     inv = {"all": {"children": {"sglang_gateway": {"hosts": {"gw": gateway}},
-                                "sglang_containers": {"hosts": hostvars}}}}
+                                "sglang_containers": {"hosts": {h: {**local, **v} for h, v in hostvars.items()}}}}}
     (tmp_path / "inv.json").write_text(json.dumps(inv))
     book = tmp_path / "play.yml"
-    book.write_text("- hosts: sglang_gateway\n  gather_facts: false\n  roles: [sglang_router]\n")
+    book.write_text("- hosts: sglang_containers\n  gather_facts: false\n  tasks:\n"
+                    "    - ansible.builtin.include_role: {name: sglang_server, tasks_from: settings}\n"
+                    "- hosts: sglang_gateway\n  gather_facts: false\n  roles: [sglang_router]\n")
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_ROLES_PATH": str(REPO / "roles")}
     return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(tmp_path / "inv.json"),
-                           str(book)], capture_output=True, text=True, env=env)
+                           str(book), *args], capture_output=True, text=True, env=env)
 
 
 GOOD = {"r1": {"sglang_router_worker_address": "169.254.1.1"}}
 
 
-@pytest.mark.parametrize("replicas, gateway_vars, expected", [
-    ({"r1": {}}, {}, "replica r1 has no address"),
+@pytest.mark.parametrize("replicas, gateway_vars, args, expected", [
+    # listening on every address, with no ansible_host: nothing says where the gateway reaches it
+    ({"r1": {"sglang_server_host": "0.0.0.0"}}, {}, [], "replica r1 has no address"),
     ({**GOOD, "r2": {"sglang_router_worker_address": "169.254.1.1"}},
-     {}, "replicas r1 and r2 are the same worker 169.254.1.1:30000"),
-    ({"r1": {"sglang_router_worker_address": "169.254.1.1", "sglang_server_port": 99999}}, {},
+     {}, [], "replicas r1 and r2 are the same worker 169.254.1.1:30000"),
+    # a port the server's settings give is the server's to refuse, before the gateway is read
+    ({"r1": {"sglang_router_worker_address": "169.254.1.1", "sglang_server_port": 99999}}, {}, [],
+     "sglang_server_port"),
+    (GOOD, {"sglang_router_replicas": [{"name": "r1", "address": "169.254.1.1", "port": 99999}]}, [],
      "replica r1's port 99999 is out of range"),
-    (GOOD, {"sglang_router_policy": "fastest"}, "value of sglang_router_policy must be one of"),
-    (GOOD, {"sglang_router_metrics_port": 30000}, "the metrics need their own port"),
+    (GOOD, {"sglang_router_policy": "fastest"}, [], "value of sglang_router_policy must be one of"),
+    (GOOD, {"sglang_router_metrics_port": 30000}, [], "the metrics need their own port"),
+    # the gateway alone: where r1 listens is not guessed from sglang_server_port or 30000
+    ({"r1": {"sglang_router_worker_address": "169.254.1.1", "sglang_server_port": 31000}}, {}, ["--limit", "gw"],
+     "replica r1: this run has not decided where its server listens"),
 ])
-def test_bad_input_is_refused_before_any_change(tmp_path, replicas, gateway_vars, expected):
+def test_bad_input_is_refused_before_any_change(tmp_path, replicas, gateway_vars, args, expected):
     watched = [tmp_path / "root", Path("/etc/sglang"), Path("/etc/systemd/system/sglang-router.service")]
     before = tree_digest(*watched)
-    done = run_role(tmp_path, replicas, gateway_vars)
+    done = run_role(tmp_path, replicas, gateway_vars, *args)
     assert done.returncode != 0
     assert expected in done.stdout, done.stdout[-3000:]
     assert tree_digest(*watched) == before

@@ -16,41 +16,34 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$")
 
 
-def node_rank(name: str, hv: Mapping[str, Any], groups: Mapping[str, list[str]]) -> int:
-    """The host's node rank in a multi-node replica (0 on one node), as the sglang_server role decides it:
-    its published sglang_server_validated.effective, else sglang_server_node_rank, else its place in
-    sglang_server_node_group."""
+def decided(hv: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What the sglang_server role decided for this host in this run (its registered
+    sglang_server_validated.effective: listen address, port, node rank), or {} where it has not."""
     effective = (hv.get("sglang_server_validated") or {}).get("effective") or {}
-    if "node_rank" in effective:
-        return int(effective["node_rank"])
-    if int(hv.get("sglang_server_nnodes", 1) or 1) <= 1:
-        return 0
-    if "sglang_server_node_rank" in hv:
-        return int(hv["sglang_server_node_rank"])
-    members = list(groups.get(str(hv.get("sglang_server_node_group", "")), []))
-    return members.index(name) if name in members else 0
+    return effective if "port" in effective and "node_rank" in effective else {}
 
 
-def replicas_from(hostnames: list[str], hostvars: Mapping[str, Any],
-                  groups: Mapping[str, list[str]] | None = None) -> list[dict[str, Any]]:
-    """Each replica's name, address and port, from its host vars.
+def replicas_from(hostnames: list[str], hostvars: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each replica's name, address and port, from what its server role decided in this run.
 
-    The address: sglang_router_worker_address, else the address its server listens on
-    (sglang_server_validated.effective.host, when not a wildcard), else ansible_host. The port:
-    sglang_server_validated.effective.port, else sglang_server_port, else SGLang's 30000.
-    A multi-node replica is one worker: its node of rank 0, the one that serves the API.
+    The address: sglang_router_worker_address, else the address its server listens on (when not
+    a wildcard), else ansible_host. The port and the node rank: the server's decision, with no
+    guess; a host with none is listed as undecided, which replica_problems names. A multi-node
+    replica is one worker: its node of rank 0, the one that serves the API.
     """
     replicas = []
     for name in hostnames:
         hv = hostvars[name]
-        if node_rank(str(name), hv, groups or {}) > 0:
+        effective = decided(hv)
+        if effective and int(effective["node_rank"]) > 0:
             continue
-        effective = (hv.get("sglang_server_validated") or {}).get("effective") or {}
         listen = str(effective.get("host", "") or "")
         address = hv.get("sglang_router_worker_address") or (listen if listen not in WILDCARDS else "") \
             or hv.get("ansible_host") or ""
-        port = effective.get("port") or hv.get("sglang_server_port") or 30000
-        replicas.append({"name": str(name), "address": str(address), "port": port})
+        replica: dict[str, Any] = {"name": str(name), "address": str(address), "port": effective.get("port")}
+        if not effective:
+            replica["undecided"] = True
+        replicas.append(replica)
     return replicas
 
 
@@ -81,6 +74,14 @@ def replica_problems(replicas: list[dict[str, Any]]) -> list[str]:
         if name in names:
             problems.append(f"replica {name} is listed twice; list each replica once")
         names.add(name)
+        if replica.get("undecided"):
+            problems.append(
+                f"replica {name}: this run has not decided where its server listens (its "
+                "sglang_server_validated.effective is not set: the sglang_server role did not run on it, "
+                "failed, or --limit left it out). Deploy the replicas first (playbooks/fleet.yml does), or "
+                "run their settings check (role sglang_server, tasks_from: settings) in a play before the "
+                "gateway, as playbooks/rolling_upgrade.yml does")
+            continue
         if not address:
             problems.append(f"replica {name} has no address: set sglang_router_worker_address (or ansible_host) "
                             "in its host vars to the address the gateway reaches it on")
@@ -168,7 +169,7 @@ def _checked(settings: Mapping[str, Any]) -> list[str]:
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
-            "sglang_router_replicas_from": lambda hosts, hostvars, groups=None: replicas_from(list(hosts), hostvars, groups),
+            "sglang_router_replicas_from": lambda hosts, hostvars: replicas_from(list(hosts), hostvars),
             "sglang_router_problems": _checked,
             "sglang_router_flags": router_flags,
             "sglang_router_worker_url": worker_url,

@@ -76,6 +76,14 @@ options:
         installs, CI) the static reader decides, with a note.
     type: bool
     default: true
+  check_installed:
+    description:
+      - With I(server), C(false) checks the settings and returns C(effective) without reading any
+        installed SGLang (no C(command), C(settings_only) true). For a check before the release
+        the flags are meant for is installed, such as a rolling upgrade's check of every replica
+        before the first leaves the gateway.
+    type: bool
+    default: true
 author:
   - sglang-deploy project
 """
@@ -163,8 +171,12 @@ command:
   description:
     - With I(server), the argv and how the API key reaches the server (C(api_key_way),
       C(api_key_name), C(api_key_file), C(env_flags)).
-  returned: success, with I(server), when SGLang is installed
+  returned: success, with I(server), when SGLang is installed and I(check_installed)
   type: dict
+settings_only:
+  description: The flags were not checked against an install (I(check_installed) false).
+  returned: success, with I(server) and I(check_installed) false
+  type: bool
 problems:
   description: Every problem found, one per entry.
   returned: failure
@@ -245,6 +257,10 @@ def run(module: AnsibleModule) -> None:
     if server and params["api_key"]:
         env_flags = {"api-key": "SGLANG_SERVER_API_KEY"}
     published = {"effective": server} if server else {}
+    if server and not params["check_installed"]:
+        module.exit_json(changed=False, settings_only=True, **published,
+                         msg="The settings are checked; the flags were not checked against an install "
+                             "(check_installed is false).")
     package_dir = locate_package(module, params["package_dir"], params["python"])
     if package_dir is None:
         module.exit_json(changed=False, not_installed=True, argv=[], command_line="", notes=[],
@@ -286,6 +302,7 @@ def main() -> None:
             api_key=dict(type="str", default="", no_log=True),
             hf_token=dict(type="str", default="", no_log=True),
             runtime_check=dict(type="bool", default=True),
+            check_installed=dict(type="bool", default=True),
         ),
         mutually_exclusive=[("server", "flags"), ("server", "env_flags")],
         required_one_of=LOCATE_REQUIRED_ONE_OF,
