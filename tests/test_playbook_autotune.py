@@ -267,7 +267,7 @@ def test_every_release_and_trigger_then_autotune_false_gives_record_bytes(tmp_pa
     for name, case in cases.items():
         data, upstream = case["gate"].read_bytes(), case["version"] in UPSTREAM
         assert not on[name].failed, (name, on[name])
-        assert on[name].facts["sglang_autotune_server_args"] == {}, name
+        assert on[name].facts["sglang_autotune_result"]["server_args"] == {}, name
         assert on[name].facts["sglang_autotune_result"]["enabled"] is True, name
         if upstream:
             assert data == case["original"] and on[name].changed == 0, name
@@ -303,7 +303,7 @@ def test_every_release_and_trigger_then_autotune_false_gives_record_bytes(tmp_pa
         assert (again[name].failed, again[name].changed) == (False, 0), (name, again[name])
         assert back[name].changed >= (0 if upstream and case["trigger"] == "none" else 1), (name, back[name])
         assert back[name].facts["sglang_autotune_result"]["enabled"] is False, name
-        assert back[name].facts["sglang_autotune_server_args"] == (
+        assert back[name].facts["sglang_autotune_result"]["server_args"] == (
             {"disable-flashinfer-autotune": True} if upstream else {}), name
         if not upstream and case["trigger"] not in ("log_is_directory", "other_state_dir"):
             assert not list(case["state"].glob("*.json")), name

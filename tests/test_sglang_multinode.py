@@ -18,7 +18,7 @@ from ansible.module_utils import sglang_settings as ss
 ROLE = REPO / "roles" / "sglang_server"
 PROFILE = {"model-path": "/models/GLM-5-NVFP4", "tp-size": 16, "host": "0.0.0.0", "port": 30000}
 PAIR = {
-    "sglang_server_profile": PROFILE, "sglang_autotune_server_args": {}, "sglang_server_extra_flags": {},
+    "sglang_server_profile": PROFILE, "sglang_autotune_result.server_args": {}, "sglang_server_extra_flags": {},
     "sglang_server_environment": {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
     "sglang_server_nnodes": 2, "sglang_server_node_rank": 1, "sglang_server_dist_init_addr": "10.0.0.1:20000",
     "sglang_server_nccl_socket_ifname": "enp65s0f0", "sglang_server_gloo_socket_ifname": "enp65s0f0",

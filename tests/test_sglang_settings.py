@@ -19,7 +19,7 @@ PROFILE = {"model-path": "/models/GLM-5-NVFP4", "served-model-name": "glm-5", "t
            "quantization": "modelopt_fp4", "disable-radix-cache": True,
            "host": "127.0.0.1", "port": 30000}
 GOOD = {
-    "sglang_server_profile": PROFILE, "sglang_autotune_server_args": {},
+    "sglang_server_profile": PROFILE, "sglang_autotune_result.server_args": {},
     "sglang_server_extra_flags": {},
     "sglang_server_model_path": "/models/GLM-5-NVFP4", "sglang_server_tp_size": 8,
     "sglang_server_host": "127.0.0.1", "sglang_server_port": 30000,
@@ -343,7 +343,7 @@ def test_effective_refuses_what_server_problems_refuses():
 
 
 def test_autotune_flags_merged_between_profile_and_overrides():
-    effective = ss.effective({**GOOD, "sglang_autotune_server_args": {"disable-flashinfer-autotune": True},
+    effective = ss.effective({**GOOD, "sglang_autotune_result.server_args": {"disable-flashinfer-autotune": True},
                               "sglang_server_extra_flags": {"disable-radix-cache": False}})
     assert effective["flags"]["disable-flashinfer-autotune"] is True
     assert effective["flags"]["disable-radix-cache"] is False

@@ -2,7 +2,7 @@
 
 A fact such as the port can arrive as its own variable (sglang_server_port)
 or as a flag in sglang_server_profile, the autotune role's
-sglang_autotune_server_args or sglang_server_extra_flags. Flag names are
+sglang_autotune_result.server_args or sglang_server_extra_flags. Flag names are
 normalised here once (``--tp-size`` means ``tp-size``; whitespace, Unicode
 spaces, control characters, upper case and ``_`` are refused by name), the
 three sources are merged in that order, and each fact gets the same check on
@@ -25,7 +25,7 @@ from ansible.module_utils import sglang_multinode
 from ansible.module_utils.sglang_unit_name import unit_name_problem
 from ansible.module_utils.systemd_text import UnitError, control_problems, env_lines, program_problem
 
-FLAG_SOURCES = ("sglang_server_profile", "sglang_autotune_server_args", "sglang_server_extra_flags")
+FLAG_SOURCES = ("sglang_server_profile", "sglang_autotune_result.server_args", "sglang_server_extra_flags")
 # Every server flag of SGLang 0.5.6 to 0.5.23 is spelled so (checked against the wheels).
 FLAG_NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]*")
 # Flags that carry a secret: they belong in the 0600 file, through sglang_server_api_key.
