@@ -230,12 +230,10 @@ def test_validate_playbook_runs_the_deploy_checks():
     assert task["ansible.builtin.include_role"] == {"name": "sglang_server", "tasks_from": "validate"}
     main = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
     first = next(i for i, task in enumerate(main) if task.get("ansible.builtin.include_tasks") == "validate.yml")
-    # Before it only checks and reads: the SM check and the answer-check fallback read from the replica.
+    # Before it only checks: the SM check. The flag check itself reads the answer-check fallback.
     assert [next(k for k in task if k.startswith("ansible.builtin.")) for task in main[:first]] == [
-        "ansible.builtin.assert", "ansible.builtin.include_tasks"]
-    assert main[first - 1]["ansible.builtin.include_tasks"] == "fallback.yml"
-    fallback = (ROLE / "tasks" / "fallback.yml").read_text()
-    assert "ansible.builtin.copy" not in fallback and "ansible.builtin.file" not in fallback
+        "ansible.builtin.assert"]
+    assert main[first]["vars"] == {"sglang_server_autotune_required": "{{ sglang_server_check_autotune }}"}
 
 
 def test_later_tasks_read_the_effective_values_only():
@@ -251,10 +249,14 @@ def test_later_tasks_read_the_effective_values_only():
     prove = (ROLE / "tasks" / "prove.yml").read_text()
     # the ranks of this node: tp-size on one node, tp-size / nnodes on each node of a multi-node replica
     assert "sglang_server_validated.effective.ready_url" in prove and "sglang_server_validated.effective.local_tp_size" in prove
-    # The proof expects what the autotune role published, less an answer-check fallback that turned it off.
-    assert "sglang_autotune_evidence(sglang_server_validated.effective.local_tp_size, sglang_server_tuned | bool)" in prove
-    assert "sglang_server_tuned: \"{{ (sglang_autotune_result.enabled | default(true)) and fallback != 'untuned' }}\"" in (
-        ROLE / "tasks" / "fallback.yml").read_text()
+    # The proof expects what the autotune role published, less an answer-check fallback that turned it off:
+    # the flag check's decision (tests/test_sglang_start_tuning.py), read from its result.
+    assert ("sglang_autotune_evidence(sglang_server_validated.effective.local_tp_size, "
+            "sglang_server_validated.tuning.tuned)") in prove
+    # The autotune role's result reaches the server role once: the flag check's autotune option.
+    readers = [path.relative_to(ROLE) for path in sorted(ROLE.rglob("*.yml")) + sorted(ROLE.rglob("*.j2"))
+               if re.search(r"sglang_autotune_result(?!\.server_args\b|\.enabled\b)", path.read_text())]
+    assert [str(path) for path in readers] == ["tasks/validate.yml"], readers
 
 
 @pytest.mark.parametrize("extra", [

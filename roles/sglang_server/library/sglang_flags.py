@@ -76,6 +76,29 @@ options:
         installs, CI) the static reader decides, with a note.
     type: bool
     default: true
+  autotune:
+    description:
+      - With I(server), the sglang_autotune role's published result (C(sglang_autotune_result)), or
+        C(null) where that role did not run. Its C(server_args), with the flags of this start's
+        answer-check fallback, are the second flag source; its C(enabled), less an C(untuned)
+        fallback, decides whether this start is tuned (C(tuning)).
+    type: raw
+  autotune_required:
+    description:
+      - With I(server), fail before any change unless I(autotune) holds the role's boolean
+        C(enabled) (the journal proof checks it: C(sglang_server_check_autotune)).
+    type: bool
+    default: false
+  answers_record:
+    description:
+      - With I(server), the replica's last answer verdict (JSON), whose C(fallback) this start
+        takes when it was measured on the install I(python) runs from. Missing: no fallback.
+    type: str
+    default: ""
+  fallback_args:
+    description: With I(server), the server flags of each answer-check fallback (C(none), C(skip_ops), C(untuned)).
+    type: dict
+    default: {}
   check_installed:
     description:
       - With I(server), C(false) checks the settings and returns C(effective) without reading any
@@ -173,6 +196,13 @@ command:
       C(api_key_name), C(api_key_file), C(env_flags)).
   returned: success, with I(server), when SGLang is installed and I(check_installed)
   type: dict
+tuning:
+  description:
+    - With I(server), what this start runs with - C(venv) (the install), C(verdict) (the replica's
+      last answer verdict), C(fallback), C(tuned), C(server_args), C(gate_file) and
+      C(gate_edited) (this run edits the gate: a restart is due).
+  returned: success, with I(server)
+  type: dict
 settings_only:
   description: The flags were not checked against an install (I(check_installed) false).
   returned: success, with I(server) and I(check_installed) false
@@ -206,6 +236,7 @@ from ansible.module_utils.sglang_settings import (
     server_command,
     server_problems,
 )
+from ansible.module_utils.sglang_start_tuning import Tuning, start_tuning
 
 SETTINGS_FAILED = "The sglang_server settings cannot make a unit systemd accepts:"
 
@@ -224,13 +255,28 @@ def parser_asker(module: AnsibleModule) -> Optional[Callable[[list[str]], Runtim
     return ask
 
 
-def server_facts(module: AnsibleModule) -> Optional[dict]:
-    """With ``server``: the settings checked and the effective facts, else None."""
+def server_tuning(module: AnsibleModule) -> Tuning:
+    """This start's tuning, from the autotune role's result and the replica's last answer verdict."""
     params = module.params
-    if params["server"] is None:
-        return None
+    if FLAG_SOURCES[1] in params["server"]:
+        module.fail_json(msg=f"server holds {FLAG_SOURCES[1]}: give the sglang_autotune role's result as "
+                         "autotune instead (its server_args are that flag source).", changed=False)
+    try:
+        tuning = start_tuning(params["python"] or "", params["answers_record"], params["fallback_args"],
+                              params["autotune"], params["autotune_required"] and params["check_installed"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc), changed=False)
+    if tuning.warning:
+        module.warn(tuning.warning)
+    return tuning
+
+
+def server_facts(module: AnsibleModule, tuning: Tuning) -> dict:
+    """With ``server``: the settings checked and the effective facts."""
+    params = module.params
     settings = dict(params["server"], sglang_server_api_key=params["api_key"],
                     sglang_server_hf_token=params["hf_token"])
+    settings[FLAG_SOURCES[1]] = tuning.server_args
     environment = settings.get("sglang_server_environment")
     # The user's variables that look like secrets: never shown (the invocation echoes the options).
     module.no_log_values.update(str(environment[name]) for name in secret_env_names(environment)
@@ -251,12 +297,13 @@ def server_facts(module: AnsibleModule) -> Optional[dict]:
 
 def run(module: AnsibleModule) -> None:
     params = module.params
-    server = server_facts(module)
+    tuning = server_tuning(module) if params["server"] is not None else None
+    server = server_facts(module, tuning) if tuning else None
     flags = server["flags"] if server else params["flags"] or {}
     env_flags = params["env_flags"] or {}
     if server and params["api_key"]:
         env_flags = {"api-key": "SGLANG_SERVER_API_KEY"}
-    published = {"effective": server} if server else {}
+    published = {"effective": server, "tuning": tuning.as_dict()} if server and tuning else {}
     if server and not params["check_installed"]:
         module.exit_json(changed=False, settings_only=True, **published,
                          msg="The settings are checked; the flags were not checked against an install "
@@ -303,6 +350,10 @@ def main() -> None:
             hf_token=dict(type="str", default="", no_log=True),
             runtime_check=dict(type="bool", default=True),
             check_installed=dict(type="bool", default=True),
+            autotune=dict(type="raw"),
+            autotune_required=dict(type="bool", default=False),
+            answers_record=dict(type="str", default=""),
+            fallback_args=dict(type="dict", default={}),
         ),
         mutually_exclusive=[("server", "flags"), ("server", "env_flags")],
         required_one_of=LOCATE_REQUIRED_ONE_OF,
