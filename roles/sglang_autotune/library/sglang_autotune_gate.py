@@ -128,9 +128,18 @@ state_file:
   returned: when installed
   type: str
 enabled:
-  description: The I(autotune) choice as a boolean; the role publishes it as C(sglang_autotune_result.enabled).
+  description: The I(autotune) choice as a boolean.
   returned: always
   type: bool
+ansible_facts:
+  description:
+    - C(sglang_autotune_result), the one result every reader uses (read as
+      C(ansible_facts.sglang_autotune_result)) - C(enabled), C(version), C(file), C(state) (the entry
+      after this run, once the decided edit is made: M(ansible.builtin.lineinfile) makes it and
+      M(sglang_autotune_proof) proves it, or the run fails), C(upstream_enabled), C(action) and
+      C(server_args).
+  returned: always
+  type: dict
 message:
   description: One sentence for the operator.
   returned: always
@@ -143,7 +152,7 @@ from pathlib import Path
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_locate import LOCATE_ARGUMENT_SPEC, LOCATE_REQUIRED_ONE_OF, locate_package
 from ansible.module_utils.sglang_gate import GateError, inspect_gate, python_problem
-from ansible.module_utils.sglang_gate_plan import autotune_choice, decide, final_log, log_ahead, reference
+from ansible.module_utils.sglang_gate_plan import autotune_choice, decide, final_log, log_ahead, reference, target_state
 from ansible.module_utils.sglang_gate_record import RecordError, record_digest
 from ansible.module_utils.sglang_gate_write import (
     log_problem,
@@ -172,9 +181,10 @@ def run(module: AnsibleModule) -> None:
             module.fail_json(msg=problem)
     package_dir = locate_package(module, params["package_dir"], params["python"])
     if package_dir is None:
-        module.exit_json(changed=False, state="not_installed", action="none", version="not installed",
-                         file="", lineno=0, regexp="", edit_line="", upstream_enabled=False, server_args={},
-                         enabled=enabled, message="SGLang is not installed yet: check mode cannot inspect its gate.")
+        result = dict(state="not_installed", action="none", version="not installed", file="",
+                      upstream_enabled=False, server_args={}, enabled=enabled)
+        module.exit_json(changed=False, lineno=0, regexp="", edit_line="", **result, ansible_facts=published(result),
+                         message="SGLang is not installed yet: check mode cannot inspect its gate.")
     try:
         module.exit_json(**decide_edit(module, package_dir, enabled))
     except (GateError, RecordError) as exc:
@@ -186,6 +196,14 @@ def run(module: AnsibleModule) -> None:
                          f"{type(exc).__name__}: {exc}. Nothing was changed. Reinstall SGLang, or "
                          "point sglang_autotune_package_dir at the sglang package directory.",
                          package_dir=package_dir)
+
+
+PUBLISHED = ("enabled", "version", "file", "state", "upstream_enabled", "action", "server_args")
+
+
+def published(result: dict) -> dict:
+    """The role's one published result, as a fact: every reader reads ansible_facts.sglang_autotune_result."""
+    return {"sglang_autotune_result": {key: result[key] for key in PUBLISHED}}
 
 
 def decide_edit(module: AnsibleModule, package_dir: str, enabled: bool) -> dict:
@@ -229,10 +247,12 @@ def decide_edit(module: AnsibleModule, package_dir: str, enabled: bool) -> dict:
                 f"written: {why}. Nothing was changed. Point sglang_autotune_state_dir at a "
                 "writable directory, or install SGLang from a wheel (pip's RECORD then decides)."
             )
-    return dict(report.as_dict(), changed=changed, enabled=enabled, state_file=str(state_file),
-                action=decision.action, regexp=decision.regexp, edit_line=decision.line,
-                upstream_enabled=decision.upstream_enabled, server_args=decision.server_args,
-                decided_by=decision.shipped.reference.kind, log_warning=log_warning, message=decision.message)
+    result = dict(report.as_dict(), changed=changed, enabled=enabled, state_file=str(state_file),
+                  action=decision.action, regexp=decision.regexp, edit_line=decision.line,
+                  upstream_enabled=decision.upstream_enabled, server_args=decision.server_args,
+                  decided_by=decision.shipped.reference.kind, log_warning=log_warning, message=decision.message)
+    # What the entry is after this run: the edit decided here is made next, and proven, or the run fails.
+    return dict(result, ansible_facts=published(dict(result, state=target_state(decision.shipped.state, enabled))))
 
 
 def main() -> None:
