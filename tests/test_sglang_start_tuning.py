@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from ansible.module_utils.sglang_start_tuning import install_of, read_verdict, start_tuning
+from ansible.module_utils.sglang_start_tuning import install_of, read_verdict, server_runs, start_tuning
 
 FALLBACK_ARGS = {
     "none": {},
@@ -134,3 +134,15 @@ def test_server_args_that_are_not_a_dict_go_to_the_settings_check_as_given(insta
     python, _ = install
     tuning = start_tuning(str(python), "", FALLBACK_ARGS, dict(TUNED, server_args=["x"]), True)
     assert tuning.server_args == ["x"]
+
+
+@pytest.mark.parametrize("start, device, runs", [
+    ("auto", True, True), ("auto", False, False), ("AUTO", True, True),
+    (True, False, True), ("yes", False, True), ("on", False, True), ("1", False, True),
+    (False, True, False), ("no", True, False), ("off", True, False), ("0", True, False),
+])
+def test_the_server_runs_where_sglang_server_start_says_auto_asking_the_device_node(tmp_path, start, device, runs):
+    node = tmp_path / "nvidiactl"
+    if device:
+        node.symlink_to(tmp_path / "a character device here")  # a dangling link counts, as stat's exists does
+    assert server_runs(start, str(node)) is runs

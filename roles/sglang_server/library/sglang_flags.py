@@ -203,6 +203,13 @@ tuning:
       C(gate_edited) (this run edits the gate: a restart is due).
   returned: success, with I(server)
   type: dict
+run:
+  description:
+    - With I(server), whether the server runs here - C(sglang_server_start), with C(auto) true
+      only where the NVIDIA device node C(/dev/nvidiactl) exists (elsewhere the unit is rendered
+      and enabled, not started).
+  returned: success, with I(server)
+  type: bool
 settings_only:
   description: The flags were not checked against an install (I(check_installed) false).
   returned: success, with I(server) and I(check_installed) false
@@ -236,7 +243,7 @@ from ansible.module_utils.sglang_settings import (
     server_command,
     server_problems,
 )
-from ansible.module_utils.sglang_start_tuning import Tuning, start_tuning
+from ansible.module_utils.sglang_start_tuning import Tuning, server_runs, start_tuning
 
 SETTINGS_FAILED = "The sglang_server settings cannot make a unit systemd accepts:"
 
@@ -303,7 +310,8 @@ def run(module: AnsibleModule) -> None:
     env_flags = params["env_flags"] or {}
     if server and params["api_key"]:
         env_flags = {"api-key": "SGLANG_SERVER_API_KEY"}
-    published = {"effective": server, "tuning": tuning.as_dict()} if server and tuning else {}
+    published = {"effective": server, "tuning": tuning.as_dict(),
+                 "run": server_runs(params["server"].get("sglang_server_start", "auto"))} if server and tuning else {}
     if server and not params["check_installed"]:
         module.exit_json(changed=False, settings_only=True, **published,
                          msg="The settings are checked; the flags were not checked against an install "

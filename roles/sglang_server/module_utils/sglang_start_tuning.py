@@ -1,4 +1,4 @@
-"""Whether this start of the server is tuned, decided once, in the flag check.
+"""Whether this start of the server is tuned, and whether it runs here, decided once, in the flag check.
 
 Two inputs decide it:
 
@@ -23,6 +23,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 FALLBACKS = ("none", "skip_ops", "untuned")
+# The device node every NVIDIA driver makes: without it (sglang_server_start auto) the unit is
+# rendered and enabled but not started.
+NVIDIA_CONTROL = "/dev/nvidiactl"
+
+
+def server_runs(start: Any, device: str = NVIDIA_CONTROL) -> bool:
+    """Whether the server runs here: sglang_server_start (checked with the settings), auto asking the device node."""
+    value = str(start).lower()
+    if value == "auto":
+        return os.path.lexists(device)
+    return value in ("true", "yes", "1", "on")
 
 
 @dataclass
