@@ -8,6 +8,10 @@ DOCUMENTATION = r"""
 module: sglang_install
 short_description: Ensure SGLang is installed for a request, in its own virtualenv, with rollback kept
 description:
+  - First checks the root where it resolves on the target (not a system directory, through
+    directories only, writable; check mode fails where the real run would), then makes the root
+    and C(ROOT/venvs) directories of root's, 0755, or puts their owner and mode right, before
+    anything else; the diff names each.
   - Owns C(ROOT/venvs/*) and the C(ROOT/current) link end to end. Reads the kept installs
     (each C(venvs/NAME/sglang-manifest.json)) and C(current), and decides: nothing to do (current
     was made for the request), C(reuse) a kept install made for it, C(rollback) to the previous one
@@ -88,7 +92,7 @@ from ansible.module_utils.sglang_venvs import (
     uv_argv,
     venv_name,
 )
-from ansible.module_utils.sglang_install_root import nearest_existing, root_problem, venv_problem
+from ansible.module_utils.sglang_install_root import ensure_directories, nearest_existing, root_problem, venv_problem
 from ansible.module_utils.sglang_record_verify import RecordError, verify_distribution
 from ansible.module_utils.sglang_venv_inspect import inspect_argv, parse_inspection, tool_version
 
@@ -327,6 +331,12 @@ def main() -> None:
     problem = root_problem(params["root"])  # check mode too: it fails where the real run would
     if problem:
         module.fail_json(msg=problem)
+    try:
+        made = ensure_directories(root, module.check_mode)
+    except OSError as exc:
+        module.fail_json(msg=(f"Cannot make {root} and {root / 'venvs'} directories of root's (0755): {exc}."
+                              f"{full_disk_note(root, str(exc))} Nothing was installed and current was not "
+                              "moved. Fix the cause and re-run."))
     if not module.check_mode:
         try:
             lock, holder = hold_lock(root, params["lock_timeout"])
@@ -374,11 +384,14 @@ def main() -> None:
         for path in after["prune"]:
             shutil.rmtree(path, ignore_errors=True)
     result.update(current=after["current"], current_manifest=after["current_manifest"], kept=after["kept"],
-                  pruned=after["prune"], changed=action != "none" or bool(after["prune"]))
+                  pruned=after["prune"], changed=action != "none" or bool(after["prune"]) or bool(made))
+    diffs = list(made)
     if result["current"] != previous:
-        result["diff"] = {"before": f"current -> {previous or '(none)'}\n",
-                          "after": f"current -> {result['current']}\n",
-                          "before_header": f"{root}/current", "after_header": f"{root}/current"}
+        diffs.append({"before": f"current -> {previous or '(none)'}\n",
+                      "after": f"current -> {result['current']}\n",
+                      "before_header": f"{root}/current", "after_header": f"{root}/current"})
+    if diffs:  # one dict, as Ansible's modules give, or one per thing changed
+        result["diff"] = diffs[0] if len(diffs) == 1 else diffs
     module.exit_json(**result)
 
 

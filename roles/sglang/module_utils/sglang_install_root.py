@@ -8,6 +8,7 @@ in check mode too, so that check mode fails where the real run would.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Optional
 
@@ -65,3 +66,39 @@ def venv_problem(venv: Path) -> Optional[str]:
         return (f"{venv} is a {kind}, not a virtualenv: the new install goes there and only installs belong "
                 f"under {venv.parent}. Nothing was changed. Move {venv} away and re-run.")
     return None
+
+
+def root_directories(root: Path) -> tuple[Path, Path]:
+    """The directories the install module owns besides the installs: the root and its venvs/."""
+    return root, root / "venvs"
+
+
+def directory_changes(path: Path) -> list[str]:
+    """What makes PATH the install module's own directory (root:root 0755); [] when it is one."""
+    if not os.path.lexists(path):
+        return ["absent"]
+    st = path.stat()  # a link to a directory is that directory, as the file module follows it
+    changes = [f"owner {st.st_uid}:{st.st_gid}"] if (st.st_uid, st.st_gid) != (0, 0) else []
+    if stat.S_IMODE(st.st_mode) != 0o755:
+        changes.append(f"mode {stat.S_IMODE(st.st_mode):04o}")
+    return changes
+
+
+def ensure_directories(root: Path, check: bool) -> list[dict[str, str]]:
+    """The root and venvs/ made or put right (root:root 0755), after root_problem found nothing.
+
+    Returns one diff per directory changed (in check mode, what would change, nothing made).
+    """
+    diffs = []
+    for path in root_directories(root):
+        changes = directory_changes(path)
+        if not changes:
+            continue
+        diffs.append({"before_header": str(path), "after_header": str(path),
+                      "before": f"{', '.join(changes)}\n", "after": "directory root:root 0755\n"})
+        if check:
+            continue
+        path.mkdir(mode=0o755, parents=True, exist_ok=True)
+        os.chown(path, 0, 0)
+        os.chmod(path, 0o755)
+    return diffs
