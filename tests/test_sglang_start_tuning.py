@@ -146,3 +146,21 @@ def test_the_server_runs_where_sglang_server_start_says_auto_asking_the_device_n
     if device:
         node.symlink_to(tmp_path / "a character device here")  # a dangling link counts, as stat's exists does
     assert server_runs(start, str(node)) is runs
+
+
+def test_the_fallback_just_taken_wins_over_the_verdict(install, tmp_path):
+    """After failed answers the restart runs with the fallback taken, even when the verdict could not name it."""
+    python, venv = install
+    stale = verdict_file(tmp_path, venv="/opt/sglang/venvs/older", fallback="none")
+    tuning = start_tuning(str(python), stale, FALLBACK_ARGS, TUNED, True, taken="untuned")
+    assert (tuning.fallback, tuning.tuned, tuning.server_args) == ("untuned", False, FALLBACK_ARGS["untuned"])
+    assert start_tuning(str(python), stale, FALLBACK_ARGS, TUNED, True, taken="skip_ops").fallback == "skip_ops"
+
+
+@pytest.mark.parametrize("taken", ["fail", "sometimes", "untuned"])
+def test_a_fallback_taken_without_flags_is_refused(install, taken):
+    python, _ = install
+    with pytest.raises(ValueError) as exc:
+        start_tuning(str(python), "", {"none": {}, "skip_ops": {}}, TUNED, True, taken=taken)
+    assert str(exc.value) == (f"the answer-check fallback {taken!r} has no flags here: expected one of none, "
+                              "skip_ops. Nothing was changed.")

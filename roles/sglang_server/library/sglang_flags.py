@@ -99,6 +99,12 @@ options:
     description: With I(server), the server flags of each answer-check fallback (C(none), C(skip_ops), C(untuned)).
     type: dict
     default: {}
+  fallback:
+    description:
+      - With I(server), the answer-check fallback this start takes whatever the verdict says (after
+        failed answers, the one just taken); empty - the verdict's, for the install I(python) runs from.
+    type: str
+    default: ""
   check_installed:
     description:
       - With I(server), C(false) checks the settings and returns C(effective) without reading any
@@ -270,7 +276,8 @@ def server_tuning(module: AnsibleModule) -> Tuning:
                          "autotune instead (its server_args are that flag source).", changed=False)
     try:
         tuning = start_tuning(params["python"] or "", params["answers_record"], params["fallback_args"],
-                              params["autotune"], params["autotune_required"] and params["check_installed"])
+                              params["autotune"], params["autotune_required"] and params["check_installed"],
+                              params["fallback"])
     except ValueError as exc:
         module.fail_json(msg=str(exc), changed=False)
     if tuning.warning:
@@ -362,6 +369,7 @@ def main() -> None:
             autotune_required=dict(type="bool", default=False),
             answers_record=dict(type="str", default=""),
             fallback_args=dict(type="dict", default={}),
+            fallback=dict(type="str", default=""),
         ),
         mutually_exclusive=[("server", "flags"), ("server", "env_flags")],
         required_one_of=LOCATE_REQUIRED_ONE_OF,

@@ -92,16 +92,23 @@ def autotune_problem(autotune: Any, required: bool) -> str:
 
 
 def start_tuning(python: str, record: str, fallback_args: dict[str, Any], autotune: Optional[Any],
-                 required: bool) -> Tuning:
-    """This start's tuning; ValueError, naming what to do, when the journal proof would lack its input."""
+                 required: bool, taken: str = "") -> Tuning:
+    """This start's tuning; ValueError, naming what to do, when the journal proof would lack its input.
+
+    ``taken``: the fallback that failed answers just took (tasks/answers_failed.yml), which this start
+    runs with whatever the verdict says; the verdict names it too, for a run killed before the restart.
+    """
     problem = autotune_problem(autotune, required)
     if problem:
         raise ValueError(problem)
+    if taken and (taken not in FALLBACKS or taken not in fallback_args):
+        raise ValueError(f"the answer-check fallback {taken!r} has no flags here: expected one of "
+                         f"{', '.join(name for name in FALLBACKS if name in fallback_args)}. Nothing was changed.")
     venv = install_of(python)
     verdict, warning = read_verdict(record)
     named = verdict.get("fallback")
-    fallback = named if (venv and verdict.get("venv") == venv and named in FALLBACKS
-                         and named in fallback_args) else "none"
+    fallback = taken or (named if (venv and verdict.get("venv") == venv and named in FALLBACKS
+                                   and named in fallback_args) else "none")
     result = autotune if isinstance(autotune, dict) else {}
     # Without the autotune role's word (it did not run) the server may be tuned: its cache is kept
     # and its answers checked all the same.
