@@ -8,6 +8,7 @@ second flag source come out. The server role reads only that.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -123,11 +124,14 @@ def test_a_verdict_that_is_not_a_json_object_is_no_verdict_with_a_warning(instal
     assert "its answers are checked again" in warning
 
 
-def test_a_verdict_in_an_unreadable_place_is_no_verdict(install, tmp_path):
+@pytest.mark.parametrize("make", [os.mkdir, os.mkfifo])
+def test_a_verdict_that_is_not_a_regular_file_is_no_verdict_and_is_never_opened(install, tmp_path, make):
     python, _ = install
-    (tmp_path / "answers.json").mkdir()
+    make(tmp_path / "answers.json")  # a FIFO with no writer would block an open() forever
     tuning = start_tuning(str(python), str(tmp_path / "answers.json"), FALLBACK_ARGS, TUNED, True)
-    assert tuning.fallback == "none" and "IsADirectoryError" in tuning.warning
+    assert tuning.fallback == "none" and tuning.verdict == {}
+    assert tuning.warning == (f"{tmp_path / 'answers.json'} (the answer check's last verdict) is not a regular file: "
+                              "this start runs with no fallback, and its answers are checked again.")
 
 
 def test_server_args_that_are_not_a_dict_go_to_the_settings_check_as_given(install):

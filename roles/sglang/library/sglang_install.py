@@ -291,8 +291,9 @@ def switch(root: Path, name: str) -> None:
 
 
 def hold_lock(root: Path, timeout: int) -> tuple[int | None, str]:
-    """ROOT/.install.lock held by this process (released when it exits), or None and who holds it."""
-    root.mkdir(parents=True, exist_ok=True)
+    """ROOT/.install.lock held by this process (released when it exits), or None and who holds it.
+
+    ROOT exists: ensure_directories made it first."""
     fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     deadline = time.monotonic() + timeout
     while True:

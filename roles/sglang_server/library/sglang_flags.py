@@ -318,7 +318,7 @@ def run(module: AnsibleModule) -> None:
     if server and params["api_key"]:
         env_flags = {"api-key": "SGLANG_SERVER_API_KEY"}
     published = {"effective": server, "tuning": tuning.as_dict(),
-                 "run": server_runs(params["server"].get("sglang_server_start", "auto"))} if server and tuning else {}
+                 "run": server_runs(params["server"].get("sglang_server_start", "auto"))} if tuning else {}
     if server and not params["check_installed"]:
         module.exit_json(changed=False, settings_only=True, **published,
                          msg="The settings are checked; the flags were not checked against an install "

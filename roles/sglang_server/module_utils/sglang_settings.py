@@ -40,7 +40,9 @@ HF_REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*
 # RFC 3986 path (and query) characters; '%' only as a %XX escape.
 URL_PATH_RE = re.compile(r"/(?:[A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})*"
                          r"(?:\?(?:[A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})*)?")
-START_VALUES = ("auto", "true", "false", "yes", "no", "1", "0", "on", "off")
+# sglang_server_start: auto (where NVIDIA device nodes exist), or a boolean in one of these spellings.
+START_TRUE = ("true", "yes", "1", "on")
+START_VALUES = ("auto", *START_TRUE, "false", "no", "0", "off")
 
 
 class SettingsError(ValueError):

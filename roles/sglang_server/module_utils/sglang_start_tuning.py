@@ -22,6 +22,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from ansible.module_utils.sglang_settings import START_TRUE
+
 FALLBACKS = ("none", "skip_ops", "untuned")
 # The device node every NVIDIA driver makes: without it (sglang_server_start auto) the unit is
 # rendered and enabled but not started.
@@ -33,7 +35,7 @@ def server_runs(start: Any, device: str = NVIDIA_CONTROL) -> bool:
     value = str(start).lower()
     if value == "auto":
         return os.path.lexists(device)
-    return value in ("true", "yes", "1", "on")
+    return value in START_TRUE
 
 
 @dataclass
@@ -65,6 +67,9 @@ def read_verdict(path: str) -> tuple[dict[str, Any], str]:
     """The verdict file's JSON object, or {} with why when it is missing or cannot be read as one."""
     if not path:
         return {}, ""
+    if os.path.lexists(path) and not os.path.isfile(path):  # a FIFO would block the read: never opened
+        return {}, (f"{path} (the answer check's last verdict) is not a regular file: this start runs with no "
+                    "fallback, and its answers are checked again.")
     try:
         with open(path, encoding="utf-8") as handle:
             verdict = json.load(handle)
