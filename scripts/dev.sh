@@ -180,6 +180,14 @@ molecule_scenarios() {
     done
 }
 
+# pytest on all of tests/, its output to the terminal and to the log $1 as well.
+run_pytest() {
+    local log_file=$1
+    shift
+    python -m pytest tests -n 2 --dist loadfile --no-loadscope-reorder --durations=15 -rfE "$@" \
+        2>&1 | tee "$log_file"
+}
+
 tests() {
     stage "yamllint" yamllint --strict .
     stage "ansible-lint (production profile)" ansible-lint --strict
@@ -204,8 +212,12 @@ tests() {
     ) >"$controller_log" 2>&1 &
     controller_pid=$!
     # Files in tests/conftest.py's order (the end-to-end fleet file first), not xdist's by test count.
-    stage "pytest" python -m pytest tests -n 2 --dist loadfile --no-loadscope-reorder --durations=15 "$@" \
-        || pytest_rc=$?
+    # pytest's output is also kept in a log: its failures are printed again at the very end, where
+    # a reader of only the tail of CI's output (Molecule's and the controller's logs come after
+    # pytest's) still finds them.
+    local pytest_log
+    pytest_log=$(mktemp /tmp/pytest-XXXXXX.log)
+    stage "pytest" run_pytest "$pytest_log" "$@" || pytest_rc=$?
     wait "$molecule_pid" || molecule_rc=$?
     wait "$controller_pid" || controller_rc=$?
     log "molecule's output"
@@ -219,7 +231,13 @@ tests() {
     print_stage_times
     if ((molecule_rc)); then log "molecule failed (exit $molecule_rc)"; fi
     if ((controller_rc)); then log "the Debian 13 controller's tests failed (exit $controller_rc)"; fi
-    if ((pytest_rc)); then log "pytest failed (exit $pytest_rc)"; fi
+    if ((pytest_rc)); then
+        log "pytest's failures (again: their first assertion lines, then the short summary)"
+        grep -E '^(_{3,} .* _{3,}|E  )' "$pytest_log" | head -n 40 | cut -c1-300 || true
+        sed -n '/short test summary info/,$p' "$pytest_log" | cut -c1-600
+        log "pytest failed (exit $pytest_rc)"
+    fi
+    rm -f "$pytest_log"
     ((!molecule_rc && !controller_rc && !pytest_rc))
 }
 
