@@ -1,4 +1,4 @@
-"""The model directory checked before every start (sglang_server's sglang_model_dir, validate.yml)."""
+"""The model directory checked before every start (the sglang_server module's model check, validate.yml)."""
 
 from __future__ import annotations
 

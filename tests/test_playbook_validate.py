@@ -130,7 +130,7 @@ def test_effective_flags_from_every_way_in(tmp_path):
                         "sglang_server_unit_out": str(tmp_path / "sglang.service")})
     run = validate(tmp_path, "0.5.23", "-e", extra, "-v")
     assert run.status == "successful", run.stdout
-    effective = run.returned("sglang_flags")["effective"]
+    effective = run.returned("sglang_server")["effective"]
     assert (effective["tp_size"], effective["port"], effective["host"]) == (4, 31000, "0.0.0.0")
     assert effective["ready_url"] == "http://127.0.0.1:31000/health_generate"
     unit = " ".join((tmp_path / "sglang.service").read_text().replace("\\\n", " ").split())
@@ -228,19 +228,26 @@ def test_validate_playbook_runs_the_deploy_checks():
     play = yaml.safe_load((REPO / "playbooks" / "validate.yml").read_text())
     (task,) = play[0]["tasks"]
     assert task["ansible.builtin.include_role"] == {"name": "sglang_server", "tasks_from": "validate"}
+    # validate.yml runs the deploy's own converging call, with state checked (nothing written).
+    validate = yaml.safe_load((ROLE / "tasks" / "validate.yml").read_text())
+    assert validate[0]["ansible.builtin.import_tasks"] == "server.yml"
+    assert validate[0]["vars"] == {"sglang_server_want": "checked"}
     main = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
-    first = next(i for i, task in enumerate(main) if task.get("ansible.builtin.include_tasks") == "validate.yml")
-    # Before it only checks: the SM check. The flag check itself reads the answer-check fallback.
-    assert [next(k for k in task if k.startswith("ansible.builtin.")) for task in main[:first]] == [
-        "ansible.builtin.assert"]
-    assert main[first]["vars"] == {"sglang_server_autotune_required": "{{ sglang_server_check_autotune }}"}
+    first = next(i for i, task in enumerate(main) if task.get("ansible.builtin.import_tasks") == "server.yml")
+    # Before it only checks: the SM check, and a multi-node replica's nodes, each checked (state
+    # checked) before any of them changes. The converging call itself reads the answer-check fallback.
+    assert [next(k for k in task if k.startswith("ansible.builtin.") or k == "block") for task in main[:first]] == [
+        "ansible.builtin.assert", "block"]
+    assert [task["vars"]["sglang_server_want"] for task in main[first - 1]["block"] if "vars" in task] == ["checked"]
+    assert main[first]["vars"] == {"sglang_server_want": "deployed",
+                                   "sglang_server_autotune_required": "{{ sglang_server_check_autotune }}"}
 
 
 def test_later_tasks_read_the_effective_values_only():
     """The wait, the proof and the unit read sglang_server_validated.effective; the variables only feed it."""
     for path in sorted((ROLE / "tasks").glob("*.yml")) + sorted((ROLE / "templates").glob("*.j2")):
         text = path.read_text()
-        if path.name == "validate.yml":
+        if path.name == "server.yml":  # the one call the variables feed
             continue
         assert not re.search(r"sglang_server_(port|host|tp_size|model_path|flags)\b", text), path
         assert "sglang_server_autotune_expected" not in text, path
@@ -253,10 +260,10 @@ def test_later_tasks_read_the_effective_values_only():
     # the flag check's decision (tests/test_sglang_start_tuning.py), read from its result.
     assert ("sglang_autotune_evidence(sglang_server_validated.effective.local_tp_size, "
             "sglang_server_validated.tuning.tuned)") in prove
-    # The autotune role's result reaches the server role once: the flag check's autotune option.
+    # The autotune role's result reaches the server role once: the converging call's autotune option.
     readers = [path.relative_to(ROLE) for path in sorted(ROLE.rglob("*.yml")) + sorted(ROLE.rglob("*.j2"))
                if re.search(r"sglang_autotune_result(?!\.server_args\b|\.enabled\b)", path.read_text())]
-    assert [str(path) for path in readers] == ["tasks/validate.yml"], readers
+    assert [str(path) for path in readers] == ["tasks/server.yml"], readers
 
 
 @pytest.mark.parametrize("extra", [

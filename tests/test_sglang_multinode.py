@@ -142,14 +142,15 @@ def test_every_node_of_the_replica_must_be_in_the_play(tmp_path):
 def test_nodes_of_rank_1_and_up_start_before_rank_0_and_restart_together():
     tasks = yaml.safe_load((ROLE / "tasks" / "service.yml").read_text())
     names = [task["name"] for task in tasks]
-    plan = names.index("Read what each node of a multi-node replica would do")
     workers = names.index("Start the nodes of rank 1 and up, or restart them once with their replica")
     first = [i for i, task in enumerate(tasks) if "rank == 0" in str(task.get("when", ""))]
-    assert plan < workers < min(first) and len(first) == 1
-    # Every node reads first, in check mode, what it would do; one restart of any restarts all.
-    assert tasks[plan]["check_mode"] is True and "node_plan" in tasks[plan]["register"]
+    assert workers < min(first) and len(first) == 1
+    # Each node's converging call said what it would need (sglang_server_validated.service, the
+    # module leaves a multi-node replica's start to these tasks); one restart of any restarts all.
     assert tasks[workers]["systemd_current"]["restart"] == tasks[first[0]]["systemd_current"]["restart"] \
         == "{{ sglang_server_group_restarts }}"
+    group = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["sglang_server_group_restarts"]
+    assert "'sglang_server_validated', 'service', 'action'" in group
 
 
 def test_the_rolling_upgrade_refuses_a_multi_node_replica_before_touching_anything(tmp_path):

@@ -168,7 +168,7 @@ def test_api_key_never_in_play_output_or_diff(host):
         env=env, capture_output=True, text=True, check=False)
     output = run.stdout + run.stderr
     assert run.returncode == 0, output
-    assert "Write the environment file" in output
+    assert "Converge the server (settings, flags, files, restart)" in output
     assert "censored" in output  # no_log hid the env file's task, diff included
     for secret in (rotated, "sk-molecule", "hf_molecule_not_a_secret"):
         assert secret not in output

@@ -1,6 +1,6 @@
 """SGLang's own server argument parser, asked about one argv by the SGLang virtualenv's interpreter.
 
-The sglang_flags module runs this file's source as ``<venv python> -c SOURCE
+The sglang_server and sglang_flags modules run this file's source as ``<venv python> -c SOURCE
 ARGV_JSON``. It builds the parser SGLang builds (``ServerArgs.add_cli_args``;
 no GPU needed), with the two rules the static reader also applies: flags
 spelled in full (``allow_abbrev=False``; SGLang's own launcher would take

@@ -18,12 +18,14 @@ Standard library only.
 
 from __future__ import annotations
 
+import inspect
 import json
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+from ansible.module_utils import sglang_parser_probe
 from ansible.module_utils.sglang_argparse_reader import extract_flags
 from ansible.module_utils.sglang_flag_table import FlagError, FlagTable
 from ansible.module_utils.sglang_locate import sglang_version
@@ -53,6 +55,17 @@ def parse_answer(rc: int, stdout: str, stderr: str) -> RuntimeAnswer:
         return RuntimeAnswer(available=False, reason=f"rc {rc}: unexpected output {stdout[-200:]!r}")
     return RuntimeAnswer(available=bool(data.get("available")), ok=bool(data.get("ok")),
                          error=str(data.get("error", "")), reason=str(data.get("reason", "")))
+
+
+def parser_asker(run: Callable[[list[str]], tuple[int, str, str]], python: str) -> Callable[[list[str]], RuntimeAnswer]:
+    """SGLang's own parser, asked through ``python`` (the virtualenv's; read-only, so in check mode too)."""
+    probe = inspect.getsource(sglang_parser_probe)
+
+    def ask(argv: list[str]) -> RuntimeAnswer:
+        rc, out, err = run([python, "-B", "-c", probe, json.dumps(argv)])
+        return parse_answer(rc, out, err)
+
+    return ask
 
 
 def naive_argv(flags: dict[str, Any]) -> list[str]:

@@ -10,7 +10,7 @@ every way in. The readiness wait, the journal proof and the unit read the
 result of :func:`effective`, never a second variable.
 
 Messages name the variable and the key; they never repeat the value of a
-secret. The sglang_flags module calls it (``settings``) before it checks the flags.
+secret. The sglang_server module calls it before it checks the flags.
 """
 
 from __future__ import annotations
@@ -274,8 +274,8 @@ def _variable_problems(settings: Mapping[str, Any]) -> list[str]:
         if value is not None and not ACCOUNT_RE.match(str(value)):
             problems.append(f"{name} must be a plain user or group name (letters, digits, "
                             f"'_', '.', '-'), got {value!r}")
-    if "sglang_server_unit_name" in settings:
-        problems.append(unit_name_problem(settings["sglang_server_unit_name"]))
+    if "sglang_server_name" in settings:
+        problems.append(unit_name_problem(settings["sglang_server_name"]))
     if "sglang_server_python" in settings:
         problems.append(program_problem(settings["sglang_server_python"], "sglang_server_python"))
     if "sglang_server_ready_path" in settings:

@@ -1,7 +1,7 @@
 """The SGLang server's unit, environment file and API key file, as text.
 
 Every word and value goes through systemd's escaping (the systemd_files role's
-systemd_text.py); the sglang_server_unit module writes what :func:`unit_text`,
+systemd_text.py); the sglang_server module writes what :func:`unit_text`,
 :func:`env_file_text` and :func:`config_file_text` return.
 """
 
@@ -62,7 +62,7 @@ def unit_text(name: str, version: str, user: str, group: str, program: str,
               argv: list[str], env_flags: Optional[list[list[str]]] = None) -> str:
     """The whole ``NAME.service`` file: ``program -m sglang.launch_server argv``, run as ``user``."""
     problems = control_problems({"sglang_server_user": user, "sglang_server_group": group,
-                                 "sglang_server_unit_name": name, "version": version})
+                                 "sglang_server_name": name, "version": version})
     if problems:
         raise UnitError(problems)
     exec_line = exec_start(program, argv, env_flags)

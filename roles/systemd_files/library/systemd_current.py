@@ -84,26 +84,8 @@ invocation_id:
   type: str
 """
 
-import time
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.systemd_state import (SHOW_PROPERTIES, UnitState, decide, mtimes, parse_show, started_epoch,
-                                                stale_paths)
-
-
-def show(module: AnsibleModule, unit: str) -> UnitState:
-    argv = ["systemctl", "show", unit] + [f"--property={p}" for p in SHOW_PROPERTIES]
-    rc, out, err = module.run_command(argv)
-    if rc != 0:
-        module.fail_json(msg=f"systemctl show {unit} failed: {err.strip()}. Nothing was changed.")
-    return parse_show(out)
-
-
-def systemctl(module: AnsibleModule, unit: str, *verb: str) -> None:
-    rc, _, err = module.run_command(["systemctl", *verb, *([unit] if unit else [])])
-    if rc != 0:
-        module.fail_json(msg=f"systemctl {' '.join(verb)} {unit} failed (rc {rc}): {err.strip()}. "
-                         f"See journalctl -u {unit} for why.", action=" ".join(verb))
+from ansible.module_utils.systemd_state import ServiceError, converge_service
 
 
 def main() -> None:
@@ -122,35 +104,12 @@ def main() -> None:
     if not name or "/" in name or name.endswith(".service") or any(c.isspace() or ord(c) < 32 for c in name):
         module.fail_json(msg=f"name is {name!r}: expected a unit name without .service, no slash or "
                          f"whitespace. Nothing was changed.")
-    unit = f"{name}.service"
-    state = first = show(module, unit)
-    if state.load == "not-found" and not module.check_mode:
-        module.fail_json(msg=f"{unit} has no unit file (LoadState=not-found): write it first. Nothing was changed.")
-    reloaded = state.need_reload
-    if reloaded and not module.check_mode:
-        systemctl(module, "", "daemon-reload")
-        state = show(module, unit)
-    enable = not state.enabled and state.load != "not-found"
-    if enable and not module.check_mode:
-        systemctl(module, unit, "enable")
-    files = [p for p in (state.fragment, *state.drop_ins, *params["paths"]) if p]
-    stale = stale_paths(mtimes(files), started_epoch(state, time.monotonic(), time.time()))
-    action, reason = decide(state, stale, params["run"], params["restart"],
-                            params["pending"] and module.check_mode)
-    if action != "none" and not module.check_mode:
-        # A deliberate start is not a crash: systemd's start-rate counter (StartLimitBurst) is
-        # flushed so that a day of deploys is not refused. A unit that never failed has none.
-        module.run_command(["systemctl", "reset-failed", unit])
-        systemctl(module, unit, action)
-        state = show(module, unit)
-    changed = action != "none" or enable or reloaded
-    done = {"start": "started", "restart": "restarted once", "none": "left as it is"}[action]
-    before = f"{unit}: {first.active or 'unknown'} ({first.sub or 'no unit yet'})\n"
-    after = (f"{unit}: {'enabled, ' if enable else ''}{'reloaded, ' if reloaded else ''}{done}: "
-             f"{reason}\n")
-    module.exit_json(changed=changed, action=action, reason=reason, stale=stale, reloaded=reloaded,
-                     enabled_now=enable, invocation_id=state.invocation,
-                     diff={"before": before, "after": after} if changed else {})
+    try:
+        done = converge_service(module.run_command, name, params["paths"], params["run"], params["restart"],
+                                params["pending"], module.check_mode)
+    except ServiceError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=done.changed, diff=done.diff, **done.as_dict())
 
 
 if __name__ == "__main__":

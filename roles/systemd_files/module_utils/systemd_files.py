@@ -1,6 +1,6 @@
 """A unit's files on the target: compared, verified and replaced whole.
 
-The unit modules (sglang_server_unit, sglang_router_unit) decide the text of
+The unit modules (sglang_server, sglang_router_unit) decide the text of
 each file; this file compares it with what is there, proves a unit with systemd before it
 can replace the installed one, and writes each file through a temporary file
 in the same directory that already has its final owner and mode, renamed over

@@ -5,15 +5,18 @@ a file its process depends on (the unit file and its drop-ins, an environment
 file, an install, a patched source file) changed after its main process
 started. A controller killed between writing a file and restarting therefore
 still restarts on the next run: the rule reads no note of ours and no
-``is changed`` of an earlier task. Standard library only; the systemd_current
-module is the adapter, and sglang_server_state reads the same properties.
+``is changed`` of an earlier task. The systemd_current and sglang_server
+modules apply it (converge_service), and sglang_server_state reads the same properties.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
+
+from ansible.module_utils.systemd_files import Runner
 
 SHOW_PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result", "ExecMainStatus",
                    "NRestarts", "InvocationID", "MainPID", "ExecMainStartTimestampMonotonic",
@@ -143,3 +146,81 @@ def decide_restart(running: bool, why_not: str, stale: list[str], restart: bool,
     if pending:
         return "restart", "this run changes what it runs on"
     return "none", "it runs its current files"
+
+
+class ServiceError(Exception):
+    """A systemctl call that failed: the message says which and where to look."""
+
+
+@dataclass(frozen=True)
+class Converged:
+    """What converge_service did (or would do, in check mode) to a unit."""
+
+    action: str
+    reason: str
+    stale: list[str]
+    reloaded: bool
+    enabled_now: bool
+    invocation_id: str
+    diff: dict[str, str]
+
+    @property
+    def changed(self) -> bool:
+        return self.action != "none" or self.enabled_now or self.reloaded
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"action": self.action, "reason": self.reason, "stale": self.stale, "reloaded": self.reloaded,
+                "enabled_now": self.enabled_now, "invocation_id": self.invocation_id}
+
+
+def show(run: Runner, unit: str) -> UnitState:
+    """`systemctl show` of the properties the rule reads."""
+    rc, out, err = run(["systemctl", "show", unit] + [f"--property={p}" for p in SHOW_PROPERTIES])
+    if rc != 0:
+        raise ServiceError(f"systemctl show {unit} failed: {err.strip()}. Nothing was changed.")
+    return parse_show(out)
+
+
+def _systemctl(run: Runner, unit: str, *verb: str) -> None:
+    rc, _, err = run(["systemctl", *verb, *([unit] if unit else [])])
+    if rc != 0:
+        raise ServiceError(f"systemctl {' '.join(verb)} {unit} failed (rc {rc}): {err.strip()}. "
+                           f"See journalctl -u {unit} for why.")
+
+
+def converge_service(run: Runner, name: str, paths: Sequence[str], run_here: bool, restart: bool,
+                     pending: bool, check_mode: bool) -> Converged:
+    """The one restart rule, applied: reload when systemd asks, enable, then start or restart once.
+
+    ``paths`` are the files, besides the unit and its drop-ins, whose change after
+    the process started needs a restart. In check mode nothing is done, and
+    ``pending`` counts what this run would have written.
+    """
+    unit = f"{name}.service"
+    state = first = show(run, unit)
+    if state.load == "not-found" and not check_mode:
+        raise ServiceError(f"{unit} has no unit file (LoadState=not-found): write it first. Nothing was changed.")
+    reloaded = state.need_reload
+    if reloaded and not check_mode:
+        _systemctl(run, "", "daemon-reload")
+        state = show(run, unit)
+    enable = not state.enabled and state.load != "not-found"
+    if enable and not check_mode:
+        _systemctl(run, unit, "enable")
+    files = [p for p in (state.fragment, *state.drop_ins, *paths) if p]
+    stale = stale_paths(mtimes(files), started_epoch(state, time.monotonic(), time.time()))
+    action, reason = decide(state, stale, run_here, restart, pending and check_mode)
+    if action != "none" and not check_mode:
+        # A deliberate start is not a crash: systemd's start-rate counter (StartLimitBurst) is
+        # flushed so that a day of deploys is not refused. A unit that never failed has none.
+        run(["systemctl", "reset-failed", unit])
+        _systemctl(run, unit, action)
+        state = show(run, unit)
+    done = {"start": "started", "restart": "restarted once", "none": "left as it is"}[action]
+    result = Converged(action, reason, stale, reloaded, enable, state.invocation, {})
+    if not result.changed:
+        return result
+    before = f"{unit}: {first.active or 'unknown'} ({first.sub or 'no unit yet'})\n"
+    after = (f"{unit}: {'enabled, ' if enable else ''}{'reloaded, ' if reloaded else ''}{done}: "
+             f"{reason}\n")
+    return Converged(action, reason, stale, reloaded, enable, state.invocation, {"before": before, "after": after})

@@ -11,7 +11,7 @@ shell-like quoting: inside double quotes a backslash escapes ``"``, ``\\``,
 Every value is checked before a file is written: control characters are
 refused naming the variable they came from, so nothing a user sets can inject
 a directive or produce a unit that systemd rejects. Shared by the server's and
-the gateway's unit modules (sglang_server_unit, sglang_router_unit).
+the gateway's unit modules (sglang_server, sglang_router_unit).
 """
 
 from __future__ import annotations

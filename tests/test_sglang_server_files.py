@@ -1,18 +1,17 @@
-"""The sglang_server_unit module: it owns the environment file, the key file and the unit.
+"""The server's files (module_utils/sglang_server_files.py): the environment file, the key file and the unit.
 
-The module's own run() is driven here with a small stand-in for AnsibleModule
-(params, check mode, run_command running the real systemd-analyze) and its
-directories pointed into tmp_path, so that every path it takes is exercised:
-first write, no-op, check mode, a rejected unit, a refused value, a failed
-write. The installed unit on a real systemd is proved by Molecule
-(molecule/sglang_server).
+The sglang_server module writes them through converge_files; it is driven here
+with the real systemd-analyze and its directories pointed into tmp_path, so
+that every path it takes is exercised: first write, no-op, check mode, a
+rejected unit, a refused value, a failed write. ``call`` turns its outcome into
+what the module returns (its failure prefix, changed_files, diff, unit). The
+installed unit on a real systemd is proved by Molecule (molecule/sglang_server).
 """
 
 from __future__ import annotations
 
 import getpass
 import grp
-import importlib.util
 import os
 import subprocess
 import sys
@@ -21,7 +20,9 @@ from pathlib import Path
 import pytest
 
 from ansible.module_utils import systemd_files as files
+from ansible.module_utils import sglang_server_files as server_files
 from ansible.module_utils import sglang_unit as su
+from ansible.module_utils.systemd_text import UnitError
 from conftest import REPO, tree_digest
 
 SECRET = "sk-unit-0123456789"
@@ -33,11 +34,7 @@ PYTHON = sys.executable
 
 
 def load_module():
-    path = REPO / "roles" / "sglang_server" / "library" / "sglang_server_unit.py"
-    spec = importlib.util.spec_from_file_location("sglang_server_unit", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return server_files
 
 
 class Exit(Exception):
@@ -46,21 +43,9 @@ class Exit(Exception):
         self.failed, self.result = failed, result
 
 
-class StandinModule:
-    """The parts of AnsibleModule the module uses (a stand-in, for pytest only)."""
-
-    def __init__(self, params: dict, check_mode: bool = False) -> None:
-        self.params, self.check_mode, self.no_log_values = params, check_mode, set()
-
-    def run_command(self, argv):
-        done = subprocess.run(argv, capture_output=True, text=True, check=False)
-        return done.returncode, done.stdout, done.stderr
-
-    def fail_json(self, **result):
-        raise Exit(True, result)
-
-    def exit_json(self, **result):
-        raise Exit(False, result)
+def run_command(argv):
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    return done.returncode, done.stdout, done.stderr
 
 
 def params(**overrides) -> dict:
@@ -83,11 +68,19 @@ def target(tmp_path, monkeypatch):
 
 
 def call(module, p: dict, check_mode: bool = False) -> Exit:
-    standin = StandinModule(p, check_mode)
-    with pytest.raises(Exit) as info:
-        module.run(standin)
-    info.value.result["no_log_values"] = standin.no_log_values
-    return info.value
+    """converge_files, as the sglang_server module reports it."""
+    spec = module.UnitFiles(**{k: v for k, v in p.items() if k != "verify"})
+    try:
+        environment = module.environment_of(spec)
+        hidden = {str(v) for k, v in environment.items() if k in module.secrets_of(environment) and str(v)}
+        changed, diff, unit = module.converge_files(spec, run_command, check_mode, p["verify"])
+    except UnitError as exc:
+        return Exit(True, {"msg": "refusing to render the unit: " + "; ".join(exc.problems),
+                           "changed_files": [], "no_log_values": set()})
+    except files.FilesError as exc:
+        return Exit(True, {"msg": str(exc), "changed_files": exc.written, "no_log_values": set()})
+    return Exit(False, {"changed": bool(changed), "changed_files": changed, "diff": diff, "unit": unit,
+                        "no_log_values": hidden})
 
 
 def shown(result: dict) -> str:
@@ -239,7 +232,7 @@ def test_mode_and_owner_differences_are_found():
 def test_the_unit_systemd_reads_is_accepted_by_systemd(tmp_path):
     text = su.unit_text("sglang", "0.5.23", "root", "root", "/usr/bin/python3",
                         ["--model-path", "/m", "--served-model-name", "glm 100% $HOME"], [])
-    problem = files.unit_problem(StandinModule({}).run_command, "sglang", text)
+    problem = files.unit_problem(run_command, "sglang", text)
     assert problem is None
     assert '"glm 100%% $$HOME"' in text
 
