@@ -274,8 +274,8 @@ def _variable_problems(settings: Mapping[str, Any]) -> list[str]:
         if value is not None and not ACCOUNT_RE.match(str(value)):
             problems.append(f"{name} must be a plain user or group name (letters, digits, "
                             f"'_', '.', '-'), got {value!r}")
-    if "sglang_server_name" in settings:
-        problems.append(unit_name_problem(settings["sglang_server_name"]))
+    if "sglang_server_unit_name" in settings:
+        problems.append(unit_name_problem(settings["sglang_server_unit_name"]))
     if "sglang_server_python" in settings:
         problems.append(program_problem(settings["sglang_server_python"], "sglang_server_python"))
     if "sglang_server_ready_path" in settings:

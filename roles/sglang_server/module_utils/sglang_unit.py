@@ -62,7 +62,7 @@ def unit_text(name: str, version: str, user: str, group: str, program: str,
               argv: list[str], env_flags: Optional[list[list[str]]] = None) -> str:
     """The whole ``NAME.service`` file: ``program -m sglang.launch_server argv``, run as ``user``."""
     problems = control_problems({"sglang_server_user": user, "sglang_server_group": group,
-                                 "sglang_server_name": name, "version": version})
+                                 "sglang_server_unit_name": name, "version": version})
     if problems:
         raise UnitError(problems)
     exec_line = exec_start(program, argv, env_flags)
