@@ -245,6 +245,9 @@ def test_another_node_copies_from_the_first_nodes_store_checked_the_same_way(tmp
     assert not (tmp_path / "third" / "acme--tiny-glm" / COMMIT / "model-00003-of-00003.safetensors").exists()
 
 
+# A measurement, not a check (fresh, converged and full re-hash are checked above on a small model):
+# run on request with SGLANG_MEASURE=1 and -s. It hashed and served 384 MiB in every CI run.
+@pytest.mark.skipif(not os.environ.get("SGLANG_MEASURE"), reason="a measurement: SGLANG_MEASURE=1 -s runs it")
 def test_measure_throughput_converged_run_and_resume(tmp_path, hf_venv):
     """Figures for the closing note (printed with -s): a 3 x 128 MiB model from the stand-in."""
     served = Hub()
