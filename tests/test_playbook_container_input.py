@@ -3,6 +3,9 @@
 The play runs against this machine as a member of lxc_hosts (and, for the proxmox
 cases, proxmox_hosts); each case must fail before the first change, so no
 container directory, creation config or Proxmox call appears.
+
+All cases run in one ansible-playbook process, each an inventory host of its own whose host
+variables are what its `-e` arguments give (conftest.run_cases): a refusal fails only its host.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_playbook, tree_digest
+from ansible.parsing.splitter import parse_kv
+from conftest import REPO, run_cases, tree_digest
 from fake_nvidia_root import build
 
 GPU = REPO / "tests" / "fixtures" / "gpu"
@@ -86,7 +90,7 @@ LXC_CASES = [
     ("h200-2gpu", ["-e", "lxc_container_backend=proxmox", "-e", "lxc_container_address=10.0.0.5"],
      ["needs an API token", "lxc_container_api_token_secret is empty", "Ansible Vault"]),
     # How later plays reach a plain LXC container, and its host-only link.
-    ("h200-2gpu", ["-e", "lxc_container_connection=ssh", "-e", f"lxc_container_pubkey={KEY}"],
+    ("h200-2gpu", ["-e", "lxc_container_connection=ssh", "-e", json.dumps({"lxc_container_pubkey": KEY})],
      ["lxc_container_connection=ssh needs a host-only link", "lxc_container_lxc_bridge", "169.254.77.1/24"]),
     ("h200-2gpu", ["-e", "lxc_container_connection=ssh", *LINK],
      ["lxc_container_connection=ssh needs lxc_container_pubkey"]),
@@ -116,29 +120,45 @@ LXC_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("fixture", "extra", "needles"), LXC_CASES)
-def test_bad_container_request_changes_nothing(tmp_path, fixture, extra, needles):
-    root = tmp_path / "fake-root"
-    build(GPU / fixture, root)
-    lxcpath = tmp_path / "lxc"
+def as_host_vars(args: list[str]) -> dict:
+    """What `-e` makes of args (JSON typed, key=value as Ansible's own parse_kv reads it), as host variables."""
+    found: dict = {}
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        assert flag == "-e", args
+        found.update(json.loads(value) if value.startswith("{") else parse_kv(value))
+    assert "_raw_params" not in found, f"{args}: give a value with spaces as -e JSON"
+    return found
+
+
+@pytest.fixture(scope="module")
+def lxc_cases(tmp_path_factory):
+    """Every case of LXC_CASES in one run of container.yml: each an lxc_hosts member of its own (a
+    local-connection alias of this machine) with its own fake device root and lxcpath."""
+    tmp = tmp_path_factory.mktemp("lxc-cases")
     seed = Path("/etc/lxc/sglang-deploy/pytest-gpu.conf")
-    before = tree_digest(lxcpath, seed, root, BRIDGE)
-    private = tmp_path / "runner"
-    private.mkdir()
-    inventory = "[lxc_hosts]\nlocalhost ansible_connection=local\n"
-    run = run_playbook(
-        private,
-        "container.yml",
-        ["-e", "lxc_container_backend=lxc", "-e", "lxc_container_name=pytest-gpu",
-         "-e", f"lxc_container_lxcpath={lxcpath}", "-e", f"lxc_container_device_root={root}", *extra],
-        inventory=inventory,
-    )
+    cases, roots = {}, {}
+    for index, (fixture, extra, _) in enumerate(LXC_CASES):
+        name = f"case{index:02d}"
+        roots[name] = (tmp / name / "lxc", tmp / name / "fake-root")
+        build(GPU / fixture, roots[name][1])
+        cases[name] = {"lxc_container_backend": "lxc", "lxc_container_name": "pytest-gpu",
+                       "lxc_container_lxcpath": str(roots[name][0]), "lxc_container_device_root": str(roots[name][1]),
+                       **as_host_vars(extra)}
+    before = {name: tree_digest(*paths, seed, BRIDGE) for name, paths in roots.items()}
+    runs = run_cases(tmp / "runner", "container.yml", cases, [], group="lxc_hosts")
+    return {name: (run, before[name], tree_digest(*roots[name], seed, BRIDGE)) for name, run in runs.items()}
+
+
+@pytest.mark.parametrize(("index", "needles"), [(i, needles) for i, (_, _, needles) in enumerate(LXC_CASES)],
+                         ids=[f"{fixture}-{' '.join(extra)[:50]}" for fixture, extra, _ in LXC_CASES])
+def test_bad_container_request_changes_nothing(lxc_cases, index, needles):
+    run, before, after = lxc_cases[f"case{index:02d}"]
     assert run.status == "failed", run.stdout
     assert run.changed == 0
     message = " ".join(run.failures)
     for needle in needles:
         assert needle in message, message
-    assert tree_digest(lxcpath, seed, root, BRIDGE) == before
+    assert after == before
     assert not BRIDGE.exists()
     assert "Create the container" not in run.stdout
     assert not {"ansible.builtin.apt", "ansible.builtin.copy", "lxc_gpu_passthrough"} & set(run.actions), run.actions

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, run_playbook, sglang_wheel, tree_digest
+from conftest import REPO, run_cases, run_playbook, sglang_wheel, tree_digest
 
 SECRET = "sk-hostile-0123456789"
 ROLE = REPO / "roles" / "sglang_server"
@@ -179,16 +179,33 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize(("extra", "message"), BAD, ids=[json.dumps(e)[:60] for e, _ in BAD])
-def test_bad_settings_refused_before_anything_is_written(tmp_path, extra, message):
-    out = tmp_path / "review" / "sglang.service"
-    out.parent.mkdir()
-    before = tree_digest(out.parent)
-    run = validate(tmp_path, "0.5.12", "-e", json.dumps({**extra, "sglang_server_unit_out": str(out),
-                                                         "sglang_server_api_key": SECRET}), "-v", "--diff")
+@pytest.fixture(scope="module")
+def bad_settings(tmp_path_factory):
+    """Every case of BAD in one run of validate.yml: each an inventory host of its own, its settings
+    host variables (typed, as -e JSON gives them), each with its own folder for the unit to review."""
+    tmp = tmp_path_factory.mktemp("bad-settings")
+    package = unpack_flag_sources("0.5.12", tmp / "tree")
+    cases, folders = {}, {}
+    for index, (extra, _) in enumerate(BAD):
+        folders[f"case{index:02d}"] = tmp / f"review-{index:02d}"
+        folders[f"case{index:02d}"].mkdir()
+        cases[f"case{index:02d}"] = {**extra, "sglang_server_unit_out": str(folders[f"case{index:02d}"] / "sglang.service"),
+                                     "sglang_server_api_key": SECRET}
+    before = {name: tree_digest(folder) for name, folder in folders.items()}
+    tree_before = tree_digest(package.parent)
+    runs = run_cases(tmp / "runner", "validate.yml", cases, ["-e", f"sglang_package_dir={package}",
+                                                             "-e", "sglang_server_model_check=false", "-v", "--diff"])
+    assert tree_digest(package.parent) == tree_before
+    return {name: (run, before[name], tree_digest(folders[name])) for name, run in runs.items()}
+
+
+@pytest.mark.parametrize(("index", "message"), [(i, message) for i, (_, message) in enumerate(BAD)],
+                         ids=[json.dumps(e)[:60] for e, _ in BAD])
+def test_bad_settings_refused_before_anything_is_written(bad_settings, index, message):
+    run, before, after = bad_settings[f"case{index:02d}"]
     assert run.status == "failed"
     assert message in " ".join(run.failures), run.failures
-    assert tree_digest(out.parent) == before
+    assert after == before
     assert SECRET not in run.stdout
 
 
