@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shlex
 import subprocess
@@ -170,6 +171,8 @@ class Run:
     actions: list[str]
     # What each task that succeeded returned, with its module: (action, result), in order.
     results: list[tuple[str, dict]]
+    # Each task that reached a host, skipped ones too, named as its TASK line names it ("role : name").
+    tasks: list[str]
 
     def returned(self, action: str) -> dict:
         """The last successful result of module `action` (its registered value)."""
@@ -227,6 +230,9 @@ def _run_of(runner: ansible_runner.Runner, stdout: str, hosts: set[str] | None =
                  if event.get("event") in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable")],
         results=[(event["event_data"].get("task_action", ""), event["event_data"].get("res", {}))
                  for event in events if event.get("event") == "runner_on_ok"],
+        tasks=[" : ".join(filter(None, (event["event_data"].get("role"), event["event_data"].get("task"))))
+               for event in events if event.get("event") in
+               ("runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable")],
     )
 
 
@@ -234,6 +240,18 @@ def run_playbook(private: Path, playbook: str, cmdline: list[str], inventory: st
                  envvars: dict[str, str] | None = None) -> Run:
     """Run playbooks/<playbook> as an operator would: `-i localhost, -c local ...`."""
     return _run_of(*_runner(private, playbook, ["-c", "local", *cmdline], inventory, envvars))
+
+
+def as_host_vars(args: list[str]) -> dict:
+    """What `-e` makes of args (JSON typed, key=value as Ansible's own parse_kv reads it), as host variables."""
+    from ansible.parsing.splitter import parse_kv
+
+    found: dict = {}
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        assert flag == "-e", args
+        found.update(json.loads(value) if value.startswith("{") else parse_kv(value))
+    assert "_raw_params" not in found, f"{args}: give a value with spaces as -e JSON"
+    return found
 
 
 def run_cases(private: Path, playbook: str, cases: dict[str, dict], cmdline: list[str], group: str = "",

@@ -15,8 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible.parsing.splitter import parse_kv
-from conftest import REPO, run_cases, tree_digest
+from conftest import REPO, as_host_vars, run_cases, tree_digest
 from fake_nvidia_root import build
 
 GPU = REPO / "tests" / "fixtures" / "gpu"
@@ -118,16 +117,6 @@ LXC_CASES = [
     ("h200-2gpu", [*LINK, "-e", json.dumps({"lxc_container_pubkey": 'command="sh" ' + KEY})],
      ["pubkey is not one OpenSSH public key line", "no options"]),
 ]
-
-
-def as_host_vars(args: list[str]) -> dict:
-    """What `-e` makes of args (JSON typed, key=value as Ansible's own parse_kv reads it), as host variables."""
-    found: dict = {}
-    for flag, value in zip(args[::2], args[1::2], strict=True):
-        assert flag == "-e", args
-        found.update(json.loads(value) if value.startswith("{") else parse_kv(value))
-    assert "_raw_params" not in found, f"{args}: give a value with spaces as -e JSON"
-    return found
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,8 @@
 
 The play runs against this machine as a member of sglang_containers; each case
 must fail in the role's first step, so that no package, user or directory is
-touched (the install root must not appear).
+touched (the install root must not appear). The refusals of bad values run in one
+ansible-playbook process, each case an inventory host of its own (conftest.run_cases).
 """
 
 from __future__ import annotations
@@ -12,14 +13,12 @@ import json
 import pytest
 from pathlib import Path
 
-from conftest import run_playbook, tree_digest
+from conftest import as_host_vars, run_cases, run_playbook, tree_digest
 
 INVENTORY = "[sglang_containers]\nlocalhost ansible_connection=local\n"
 
 
-@pytest.mark.parametrize(
-    ("extra", "needles"),
-    [
+REQUESTS = [
         (["-e", "sglang_source=git", "-e", "sglang_git_url="],
          ["Invalid SGLang install request", "source=git", "a git URL and ref for source git"]),
         (["-e", "sglang_source=pypi", "-e", '{"sglang_version": "0.5.23; rm -rf /"}'],
@@ -28,44 +27,25 @@ INVENTORY = "[sglang_containers]\nlocalhost ansible_connection=local\n"
          ["Invalid SGLang install request", "upgrade=true, rollback=true", "upgrade and rollback not together"]),
         (["-e", "sglang_source=conda"],
          ["sglang_source", "conda", "pypi, nightly, git"]),
-    ],
-)
-def test_bad_request_changes_nothing(tmp_path, extra, needles):
-    root = tmp_path / "opt-sglang"
-    private = tmp_path / "runner"
-    private.mkdir()
-    run = run_playbook(private, "sglang.yml", ["-e", f"sglang_root={root}", *extra], inventory=INVENTORY)
-    assert run.status == "failed", run.stdout
-    assert run.changed == 0
-    message = " ".join(run.failures)
-    for needle in needles:
-        assert needle in message, message
-    assert not root.exists()
-    assert "TASK [sglang_autotune" not in run.stdout  # the play stopped in the first role
+]
 
 
-def _tasks_run(stdout: str) -> list[str]:
-    return [line.split("[", 1)[1].split("]", 1)[0] for line in stdout.splitlines() if line.startswith("TASK [")]
-
-
-def _only_checks_ran(stdout: str) -> bool:
+def _only_checks_ran(tasks: list[str]) -> bool:
     """The play stopped in the role's argument check and validate.yml: nothing else ran."""
-    return all(task.startswith(("sglang : Check", "sglang : Validat")) for task in _tasks_run(stdout))
+    return bool(tasks) and all(task.startswith(("sglang : Check", "sglang : Validat")) for task in tasks)
 
 
 INSTALL_TASK = "sglang : Ensure SGLang is installed for this request, the previous install kept"
 
 
-def _refused_by_the_install_module_first(stdout: str) -> bool:
+def _refused_by_the_install_module_first(tasks: list[str]) -> bool:
     """After the checks, the install module ran and refused before making anything: it comes before the
     service user, the CUDA packages and the root's directories, which it makes itself."""
-    tasks = [task for task in _tasks_run(stdout) if task != "sglang : Describe the request"]  # a set_fact
-    return tasks[-1] == INSTALL_TASK and _only_checks_ran("\n".join(f"TASK [{task}]" for task in tasks[:-1]))
+    tasks = [task for task in tasks if task != "sglang : Describe the request"]  # a set_fact
+    return tasks[-1] == INSTALL_TASK and _only_checks_ran(tasks[:-1])
 
 
-@pytest.mark.parametrize(
-    ("extra", "needles"),
-    [
+VALUES = [
         (["-e", "sglang_source=pypi", "-e", '{"sglang_version": "0.5.23\\n"}'],
          ['sglang_version="0.5.23\\n" is not a version', "no spaces, newline or operators"]),
         (["-e", "sglang_rollback_to=../../etc"],
@@ -80,34 +60,51 @@ def _refused_by_the_install_module_first(stdout: str) -> bool:
          ["contains shell syntax"]),
         (["-e", '{"sglang_pip_extra_args": "--no-index\\n--pre"}'],
          ["contains shell syntax", "a line break"]),
-    ],
-)
-def test_bad_value_is_refused_naming_the_variable(tmp_path, extra, needles):
-    root = tmp_path / "opt-sglang"
-    private = tmp_path / "runner"
-    private.mkdir()
-    run = run_playbook(private, "sglang.yml", ["-e", f"sglang_root={root}", *extra], inventory=INVENTORY)
+]
+ROOTS = ["/", "/etc", "/usr/", "//usr//local", "/var/lib", "/opt/sglang/..", "relative/sglang"]
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory):
+    """Every case above in one run of sglang.yml: each a sglang_containers member of its own (a
+    local-connection alias of this machine), its -e arguments host variables, its own sglang_root."""
+    tmp = tmp_path_factory.mktemp("install-input")
+    cases = {f"{kind}{index}": {"sglang_root": str(tmp / f"{kind}{index}" / "opt-sglang"), **as_host_vars(extra)}
+             for kind, given in (("request", REQUESTS), ("value", VALUES)) for index, (extra, _) in enumerate(given)}
+    cases.update({f"root{index}": {"sglang_root": root} for index, root in enumerate(ROOTS)})
+    return tmp, run_cases(tmp / "runner", "sglang.yml", cases, [], group="sglang_containers")
+
+
+def _refused(refusals, name: str, needles: list[str]):
+    tmp, runs = refusals
+    run = runs[name]
     assert run.status == "failed", run.stdout
     assert run.changed == 0
     message = " ".join(run.failures)
     for needle in needles:
         assert needle in message, message
-    assert not root.exists()
-    assert _only_checks_ran(run.stdout), _tasks_run(run.stdout)
+    assert not (tmp / name).exists()
+    return run
 
 
-@pytest.mark.parametrize("root", ["/", "/etc", "/usr/", "//usr//local", "/var/lib", "/opt/sglang/..", "relative/sglang"])
-def test_system_directory_as_root_is_refused(tmp_path, root):
-    private = tmp_path / "runner"
-    private.mkdir()
-    run = run_playbook(private, "sglang.yml", ["-e", f"sglang_root={root}"], inventory=INVENTORY)
-    assert run.status == "failed", run.stdout
-    assert run.changed == 0
-    message = " ".join(run.failures)
-    assert f"sglang_root={json.dumps(root)} cannot hold SGLang's installs" in message, message
-    assert "not a system directory" in message
+@pytest.mark.parametrize(("index", "needles"), [(i, needles) for i, (_, needles) in enumerate(REQUESTS)])
+def test_bad_request_changes_nothing(refusals, index, needles):
+    run = _refused(refusals, f"request{index}", needles)
+    assert not [task for task in run.tasks if task.startswith("sglang_autotune")]  # the play stopped in the first role
+
+
+@pytest.mark.parametrize(("index", "needles"), [(i, needles) for i, (_, needles) in enumerate(VALUES)])
+def test_bad_value_is_refused_naming_the_variable(refusals, index, needles):
+    run = _refused(refusals, f"value{index}", needles)
+    assert _only_checks_ran(run.tasks), run.tasks
+
+
+@pytest.mark.parametrize(("index", "root"), list(enumerate(ROOTS)), ids=ROOTS)
+def test_system_directory_as_root_is_refused(refusals, index, root):
+    run = _refused(refusals, f"root{index}", [f"sglang_root={json.dumps(root)} cannot hold SGLang's installs",
+                                              "not a system directory"])
     # The play stopped in the role's first checks: nothing was installed, created or pruned.
-    assert _only_checks_ran(run.stdout), _tasks_run(run.stdout)
+    assert _only_checks_ran(run.tasks), run.tasks
 
 
 @pytest.mark.parametrize("check", [False, True])
@@ -123,7 +120,7 @@ def test_a_root_through_a_symlink_to_a_system_directory_is_refused_on_the_target
     assert run.changed == 0
     message = " ".join(run.failures)
     assert f"sglang_root={link} (which resolves to /usr/local here) is a system directory" in message, message
-    assert _refused_by_the_install_module_first(run.stdout), _tasks_run(run.stdout)
+    assert _refused_by_the_install_module_first(run.tasks), run.tasks
     assert tree_digest(Path("/usr/local")) == before
 
 
