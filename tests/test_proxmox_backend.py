@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_playbook, tree_digest
+from conftest import REPO, as_host_vars, run_cases, run_playbook, tree_digest
 from fake_nvidia_root import build
 from ansible.module_utils.nvidia_discovery import discover
 from pve_fake import NODE, PASSWORD, TEMPLATE, TOKEN_ID, TOKEN_SECRET, PveThread, add_template, config_of, seed
@@ -46,16 +46,9 @@ class Node:
     def pve(self):
         return self.fake.pve
 
-    def play(self, *extra: str, password: bool = True, pct: bool = True, ca: bool = True,
-             verbosity: str = ""):
-        self.runs += 1
-        private = self.tmp / f"runner-{self.runs}"
-        private.mkdir()
-        inventory = (
-            "[proxmox_hosts]\n"
-            f"{NODE} ansible_connection=local ansible_python_interpreter={sys.executable}\n"
-        )
-        args = [
+    def args(self, password: bool = True, pct: bool = True) -> list[str]:
+        """The -e arguments of every run: this node, its fake API and its stand-ins."""
+        return [
             "-e", "lxc_container_backend=proxmox",
             "-e", f"lxc_container_vmid={VMID}",
             "-e", "lxc_container_name=sglang1",
@@ -71,15 +64,40 @@ class Node:
             "-e", f"lxc_container_pvesh={STANDIN / 'pvesh'}",
             "-e", "lxc_container_wait_timeout=9",
             *(["-e", f"lxc_container_api_password={PASSWORD}"] if password else []),
-            *([verbosity] if verbosity else []),
-            *extra,
         ]
-        env = {"PVE_STANDIN": str(self.standin)}
-        env["REQUESTS_CA_BUNDLE"] = self.fake.certfile if ca else "/etc/ssl/certs/ca-certificates.crt"
+
+    def env(self, ca: bool = True) -> dict[str, str]:
+        return {"PVE_STANDIN": str(self.standin),
+                "REQUESTS_CA_BUNDLE": self.fake.certfile if ca else "/etc/ssl/certs/ca-certificates.crt"}
+
+    def play(self, *extra: str, password: bool = True, pct: bool = True, ca: bool = True,
+             verbosity: str = ""):
+        self.runs += 1
+        private = self.tmp / f"runner-{self.runs}"
+        private.mkdir()
+        inventory = (
+            "[proxmox_hosts]\n"
+            f"{NODE} ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+        )
+        args = [*self.args(password, pct), *([verbosity] if verbosity else []), *extra]
         start = len(self.pve.requests)
-        run = run_playbook(private, "container.yml", args, inventory=inventory, envvars=env)
+        run = run_playbook(private, "container.yml", args, inventory=inventory, envvars=self.env(ca))
         run.requests = self.pve.requests[start:]
         return run
+
+    def play_cases(self, cases: dict[str, dict], *extra: str) -> dict:
+        """Many cases in one run of container.yml: each a proxmox_hosts member of its own (this machine
+        as the node pve1), its values host variables over those every run gets (conftest.run_cases)."""
+        self.runs += 1
+        common = {"ansible_python_interpreter": sys.executable, "lxc_container_pve_node": NODE,
+                  **as_host_vars(self.args())}
+        start = len(self.pve.requests)
+        runs = run_cases(self.tmp / f"runner-{self.runs}", "container.yml",
+                         {name: {**common, **values} for name, values in cases.items()}, list(extra),
+                         group="proxmox_hosts", envvars=self.env())
+        for run in runs.values():
+            run.requests = self.pve.requests[start:]   # the whole run's: the fake cannot tell the hosts apart
+        return runs
 
     def add_ct(self, **options) -> None:
         """A container that exists before the run, with its conf file on the node."""

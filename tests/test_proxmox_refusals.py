@@ -2,7 +2,8 @@
 what PVE would read otherwise: against fakepve (PVE 9's schema, ACLs on), through container.yml.
 
 Each case asserts the message and that nothing changed: fakepve's container config and status,
-and the sha256 of every file in the node's conf dir.
+and the sha256 of every file in the node's conf dir. The values PVE would refuse or misread run in
+one ansible-playbook process per mode, each an inventory host of its own (Node.play_cases).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_proxmox_backend import VMID, assert_converged, node, writes  # noqa: F401 - node is the fixture
+from test_proxmox_backend import VMID, Node, assert_converged, node, writes  # noqa: F401 - node is the fixture
 from pve_fake import NODE
 
 PROD_DB = {"hostname": "prod-db", "memory": 4096, "cores": 4, "unprivileged": 1,
@@ -61,16 +62,33 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("exists", [False, True], ids=["fresh", "existing"])
-@pytest.mark.parametrize(("name", "values", "needle"), BAD, ids=[b[0] for b in BAD])
-def test_a_value_pve_would_refuse_or_misread_is_refused_before_any_request(node, name, values, needle, exists):
-    if exists:
-        node.add_ct(status="running", config={"hostname": "sglang1", "unprivileged": 1,
-                                              "rootfs": "local-lvm:vm-120-disk-0,size=200G"})
-    mode = ["--check"] if exists else []
-    message = refused(node, "-e", json.dumps(values), *mode)
+@pytest.fixture(scope="module", params=[False, True], ids=["fresh", "existing"])
+def bad_values(request, tmp_path_factory):
+    """Every case of BAD in one run of container.yml (a real run on a node without the container, a
+    --check run on one with it): each case a proxmox_hosts member of its own (Node.play_cases)."""
+    exists = request.param
+    made = Node(tmp_path_factory.mktemp("existing" if exists else "fresh"))
+    try:
+        if exists:
+            made.add_ct(status="running", config={"hostname": "sglang1", "unprivileged": 1,
+                                                  "rootfs": "local-lvm:vm-120-disk-0,size=200G"})
+        before = made.digest()
+        runs = made.play_cases({name: values for name, values, _ in BAD}, *(["--check"] if exists else []))
+        yield runs, before, made.digest(), made
+    finally:
+        made.stop()
+
+
+@pytest.mark.parametrize(("name", "needle"), [(b[0], b[2]) for b in BAD], ids=[b[0] for b in BAD])
+def test_a_value_pve_would_refuse_or_misread_is_refused_before_any_request(bad_values, name, needle):
+    runs, before, after, made = bad_values
+    run = runs[name]
+    assert run.status == "failed", run.stdout
+    assert writes(run) == [], writes(run)
+    assert after == before
+    message = " ".join(" ".join(run.failures).split())
     assert needle in message and "othing was changed" in message, message
-    assert not any(p.endswith(".conf") and " " in p for p in map(str, node.confdir.glob("*"))), "no '120 .conf'"
+    assert not any(p.endswith(".conf") and " " in p for p in map(str, made.confdir.glob("*"))), "no '120 .conf'"
 
 
 def test_a_padded_vmid_as_a_plain_string_is_refused_too(node):
