@@ -380,10 +380,6 @@ def test_discovery_handed_in_is_checked_once_and_applied_once(node):
     assert_each_gpu_module_once(second, given=True)
 
 
-def without_uvm(node: Node) -> None:
-    (node.root / "dev" / "nvidia-uvm").unlink()
-
-
 # Wrong GPU counts (too many, too few, none) and a node the driver implies, read here or handed
 # in (whose own gpu_count and missing_nodes do not count: they are decided again).
 REFUSALS = [
@@ -391,36 +387,56 @@ REFUSALS = [
      ["The host has 2 GPU(s) (counted from its /dev/nvidiaN nodes), expected 8 (lxc_container_expected_gpus)"]),
     ("1-of-2", None, ["-e", "lxc_container_expected_gpus=1"], ["The host has 2 GPU(s)", "expected 1 "]),
     ("0-of-2", None, ["-e", "lxc_container_expected_gpus=0"], ["The host has 2 GPU(s)", "expected 0 "]),
-    ("no-uvm", without_uvm, [], ["these nodes are missing: /dev/nvidia-uvm.", "nvidia-modprobe -u -c=0"]),
+    ("no-uvm", "no-uvm", [], ["these nodes are missing: /dev/nvidia-uvm.", "nvidia-modprobe -u -c=0"]),
     ("given-8-of-2", "given", ["-e", "lxc_container_expected_gpus=8"], ["The host has 2 GPU(s)", "expected 8 "]),
     ("given-no-uvm", "given-no-uvm", [], ["these nodes are missing: /dev/nvidia-uvm."]),
 ]
 
 
-@pytest.mark.parametrize(("exists", "check"), [(False, False), (True, True)], ids=["fresh", "existing-check"])
-@pytest.mark.parametrize(("name", "fault", "extra", "needles"), REFUSALS, ids=[r[0] for r in REFUSALS])
-def test_a_wrong_gpu_count_or_missing_node_is_refused_before_any_write(node, name, fault, extra, needles, exists,
-                                                                        check):
-    if exists:
-        node.add_ct(status="running", config={"hostname": "sglang1", "rootfs": "local-lvm:vm-120-disk-0,size=200G"})
-    if fault == "given":
-        extra = [*extra, *handed_in(node)]
-    elif fault == "given-no-uvm":
-        nvidia = discover(str(node.root))
-        nvidia["nodes"] = [item for item in nvidia["nodes"] if item["path"] != "/dev/nvidia-uvm"]
-        # What a caller claims about it is not taken: the facts are decided again.
-        nvidia.update(gpu_count=2, required_nodes=[], missing_nodes=[])
-        extra = [*extra, "-e", json.dumps({"lxc_container_nvidia": nvidia})]
-    elif fault:
-        fault(node)
-    before = node.digest()
-    run = node.play(*extra, *(["--check", "--diff"] if check else []))
+@pytest.fixture(scope="module", params=[False, True], ids=["fresh", "existing-check"])
+def gpu_refusals(request, tmp_path_factory):
+    """Every case of REFUSALS in one container.yml run per mode (a real run on a node without the
+    container, --check --diff on one with it), each a proxmox_hosts member of its own; the node
+    without /dev/nvidia-uvm is a fake root of its own."""
+    exists = request.param
+    made = Node(tmp_path_factory.mktemp("existing" if exists else "fresh"))
+    try:
+        if exists:
+            made.add_ct(status="running", config={"hostname": "sglang1", "rootfs": "local-lvm:vm-120-disk-0,size=200G"})
+        no_uvm = made.tmp / "fake-root-no-uvm"
+        build(GPU / "h200-2gpu", no_uvm)
+        (no_uvm / "dev" / "nvidia-uvm").unlink()
+        cases = {}
+        for name, fault, extra, _ in REFUSALS:
+            values = as_host_vars(extra)
+            if fault == "given":
+                values.update(as_host_vars(handed_in(made)))
+            elif fault == "given-no-uvm":
+                nvidia = discover(str(made.root))
+                nvidia["nodes"] = [item for item in nvidia["nodes"] if item["path"] != "/dev/nvidia-uvm"]
+                # What a caller claims about it is not taken: the facts are decided again.
+                nvidia.update(gpu_count=2, required_nodes=[], missing_nodes=[])
+                values["lxc_container_nvidia"] = nvidia
+            elif fault == "no-uvm":
+                values["lxc_container_device_root"] = str(no_uvm)
+            cases[name] = values
+        before = (made.digest(), tree_digest(made.root, no_uvm))
+        runs = made.play_cases(cases, *(["--check", "--diff"] if exists else []))
+        yield runs, before, (made.digest(), tree_digest(made.root, no_uvm))
+    finally:
+        made.stop()
+
+
+@pytest.mark.parametrize(("name", "needles"), [(r[0], r[3]) for r in REFUSALS], ids=[r[0] for r in REFUSALS])
+def test_a_wrong_gpu_count_or_missing_node_is_refused_before_any_write(gpu_refusals, name, needles):
+    runs, before, after = gpu_refusals
+    run = runs[name]
     assert run.status == "failed", run.stdout
     message = " ".join(run.failures)
     for needle in [*needles, "nothing was changed"]:
         assert needle in message, message
     assert writes(run) == [], writes(run)
-    assert node.digest() == before
+    assert after == before
     assert not {"pve_lxc_container", "lxc_gpu_passthrough", "pve_lxc_devices"} & set(run.actions), run.actions
 
 
