@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_playbook, tree_digest
+from conftest import REPO, as_host_vars, run_cases, run_playbook, tree_digest
 
 sys.path.insert(0, str(REPO / "tests"))
 from fake_nvidia_root import build  # noqa: E402
@@ -20,9 +20,7 @@ GPU_FIXTURES = REPO / "tests" / "fixtures" / "gpu"
 INVENTORY = "[proxmox_hosts]\nlocalhost ansible_connection=local\n"
 
 
-@pytest.mark.parametrize(
-    ("fixture", "extra", "needles"),
-    [
+REFUSALS = [
         ("h200-1gpu", [],
          ["Found 1 GPU(s) (nvidia-smi: 00000000:00:06.0), expected 8 (gpu_host_expected_gpus)", "nvidia-smi -L"]),
         ("synthetic-7-of-8-gpus", [], ["Found 7 GPU(s)", "expected 8"]),
@@ -34,30 +32,45 @@ INVENTORY = "[proxmox_hosts]\nlocalhost ansible_connection=local\n"
          ["Invalid gpu_host input: expected_gpus=0 (expected 1-64)"]),
         ("synthetic-8gpu-imex-after-caps", ["-e", "gpu_host_expected_gpus=eight"],
          ["gpu_host_expected_gpus", "eight", "int"]),
-    ],
-)
-def test_refusal_changes_nothing(tmp_path, fixture, extra, needles):
-    root = tmp_path / "root"
-    build(GPU_FIXTURES / fixture, root)
-    etc = tmp_path / "etc"
+]
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory):
+    """Every case of REFUSALS in one run of gpu_host.yml: each a proxmox_hosts member of its own (a
+    local-connection alias of this machine) with its own fake root; one folder stands for /etc and
+    is systemd's whole unit search path (SYSTEMD_UNIT_PATH, the same for the whole run)."""
+    tmp = tmp_path_factory.mktemp("gpu-host-refusals")
+    etc = tmp / "etc"
     etc.mkdir()
-    before = tree_digest(root)
-    private = tmp_path / "runner"
-    private.mkdir()
-    csv = GPU_FIXTURES / fixture / "query-gpu.csv"
-    run = run_playbook(private, "gpu_host.yml", [
-        "-e", f"gpu_host_root={root}", "-e", f"gpu_host_nvidia_smi_csv={csv}",
-        "-e", "gpu_host_skip_proxmox_check_for_tests=true",
-        "-e", f"gpu_host_modules_load_file={etc}/modules-load.conf", "-e", f"gpu_host_unit_dir={etc}",
-        *extra,
-    ], inventory=INVENTORY, envvars={"SYSTEMD_UNIT_PATH": str(etc)})
+    cases, roots = {}, {}
+    for index, (fixture, extra, _) in enumerate(REFUSALS):
+        name = f"case{index}"
+        roots[name] = tmp / name / "root"
+        build(GPU_FIXTURES / fixture, roots[name])
+        cases[name] = {"gpu_host_root": str(roots[name]),
+                       "gpu_host_nvidia_smi_csv": str(GPU_FIXTURES / fixture / "query-gpu.csv"),
+                       "gpu_host_skip_proxmox_check_for_tests": "true",
+                       "gpu_host_modules_load_file": f"{etc}/{name}-modules-load.conf", "gpu_host_unit_dir": str(etc),
+                       **as_host_vars(extra)}
+    before = {name: tree_digest(root) for name, root in roots.items()}
+    runs = run_cases(tmp / "runner", "gpu_host.yml", cases, [], group="proxmox_hosts",
+                     envvars={"SYSTEMD_UNIT_PATH": str(etc)})
+    return {name: (run, before[name], tree_digest(roots[name])) for name, run in runs.items()}, etc
+
+
+@pytest.mark.parametrize(("index", "needles"), [(i, needles) for i, (_, _, needles) in enumerate(REFUSALS)],
+                         ids=[f"{fixture}-{' '.join(extra)}" for fixture, extra, _ in REFUSALS])
+def test_refusal_changes_nothing(refusals, index, needles):
+    runs, etc = refusals
+    run, before, after = runs[f"case{index}"]
     assert run.status == "failed", run.stdout
     assert run.changed == 0
     message = " ".join(run.failures)
     for needle in needles:
         assert needle in message, message
     assert list(etc.iterdir()) == []  # no modules-load file, no unit
-    assert tree_digest(root) == before
+    assert after == before
 
 
 def where_the_files_go(tmp_path: Path, *extra: str, search: Path, ro: Path | None = None) -> tuple[str, Path]:
