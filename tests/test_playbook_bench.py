@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Run, run_playbook, sglang_wheel, tree_digest, unpack_sglang, wheel_member
+from conftest import REPO, Run, as_host_vars, run_cases, run_playbook, sglang_wheel, tree_digest, unpack_sglang, wheel_member
 from test_playbook_validate import unpack_flag_sources
 
 FIXTURES = REPO / "tests" / "fixtures" / "bench"
@@ -53,6 +53,10 @@ def free_port() -> int:
 
 @pytest.fixture
 def box(tmp_path: Path):
+    return make_box(tmp_path)
+
+
+def make_box(tmp_path: Path) -> dict:
     """A real SGLang 0.5.12 tree, a fake python beside its config, and places for results."""
     package = unpack_sglang("0.5.12", tmp_path / "site")
     with zipfile.ZipFile(sglang_wheel("0.5.12")) as wheel:
@@ -72,7 +76,11 @@ def box(tmp_path: Path):
 
 def bench(box: dict, port: int | None, *extra: str, levels: str = "1024") -> Run:
     """bench.yml on this machine; port None leaves the benchmark's port to the server's settings."""
-    return run_playbook(box["private"], "bench.yml", [
+    return run_playbook(box["private"], "bench.yml", [*bench_args(box, port, levels), *extra])
+
+
+def bench_args(box: dict, port: int | None, levels: str = "1024") -> list[str]:
+    return [
         "-e", f"sglang_package_dir={box['package']}",
         "-e", f"sglang_bench_python={box['python']}",
         *(["-e", f"sglang_bench_port={port}"] if port is not None else []),
@@ -83,8 +91,7 @@ def bench(box: dict, port: int | None, *extra: str, levels: str = "1024") -> Run
         "-e", f"sglang_bench_concurrencies={levels}",
         "-e", "sglang_bench_redeploy_server=false",
         "-e", "sglang_bench_check_answers=false",  # the Health stand-in answers /health only
-        *extra,
-    ])
+    ]
 
 
 def flat(text: str) -> str:
@@ -278,37 +285,45 @@ def test_bad_settings_fail_before_anything(box, server, extra, needles):
 RUNS_AB = f"{FIXTURES / 'runs' / 'autotune-off'},{FIXTURES / 'runs' / 'autotune-on'}"
 
 
+class FsFaults:
+    """Real faults as root: an immutable directory (chattr +i) and small or read-only tmpfs mounts;
+    undo() takes them all back."""
+
+    def __init__(self) -> None:
+        self.mounts: list[Path] = []
+        self.immutables: list[Path] = []
+
+    def immutable(self, path: Path) -> Path:
+        done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            pytest.skip(f"chattr +i is not possible here: {done.stderr.strip()}")
+        self.immutables.append(path)
+        return path
+
+    def tmpfs(self, path: Path, size: str = "1m") -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            pytest.skip(f"mounting a tmpfs is not possible here: {done.stderr.strip()}")
+        self.mounts.append(path)
+        return path
+
+    def read_only(self, path: Path) -> None:
+        subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True)
+
+    def undo(self) -> None:
+        for path in self.immutables:
+            subprocess.run(["chattr", "-i", str(path)], check=False)
+        for path in reversed(self.mounts):
+            subprocess.run(["umount", str(path)], check=False)
+
+
 @pytest.fixture
-def fs_faults(tmp_path: Path):
-    """Real faults as root: an immutable directory (chattr +i) and small or read-only tmpfs mounts."""
-    mounts: list[Path] = []
-    immutable: list[Path] = []
-
-    class Faults:
-        def immutable(self, path: Path) -> Path:
-            done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                pytest.skip(f"chattr +i is not possible here: {done.stderr.strip()}")
-            immutable.append(path)
-            return path
-
-        def tmpfs(self, path: Path, size: str = "1m") -> Path:
-            path.mkdir(parents=True, exist_ok=True)
-            done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
-                                  capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                pytest.skip(f"mounting a tmpfs is not possible here: {done.stderr.strip()}")
-            mounts.append(path)
-            return path
-
-        def read_only(self, path: Path) -> None:
-            subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True)
-
-    yield Faults()
-    for path in immutable:
-        subprocess.run(["chattr", "-i", str(path)], check=False)
-    for path in reversed(mounts):
-        subprocess.run(["umount", str(path)], check=False)
+def fs_faults():
+    faults = FsFaults()
+    yield faults
+    faults.undo()
 
 
 def _old_report(out: Path) -> None:
@@ -414,19 +429,38 @@ def remote_dir_is_a_file(tmp: Path, faults) -> tuple[list[str], str]:
     return ["-e", f"sglang_bench_remote_dir={tmp / 'scratch'}"], f"sglang_bench_remote_dir: {tmp / 'scratch'} is a regular file"
 
 
-@pytest.mark.parametrize("mode", [[], ["--check"]])
-@pytest.mark.parametrize("case", [runs_dir_is_a_file, runs_dir_under_a_file, runs_dir_unwritable,
-                                  runs_dir_read_only, remote_dir_is_a_file])
-def test_bench_output_that_cannot_be_written_fails_in_check_as_for_real(box, fs_faults, mode, case):
+BENCH_FAULTS = [runs_dir_is_a_file, runs_dir_under_a_file, runs_dir_unwritable, runs_dir_read_only, remote_dir_is_a_file]
+
+
+@pytest.fixture(scope="module", params=[[], ["--check"]], ids=["real", "check"])
+def bench_faults(request, tmp_path_factory):
+    """Every case of BENCH_FAULTS in one run of bench.yml: each an inventory host of its own (a
+    local-connection alias of this machine) with its own faulty folder and port; one SGLang tree."""
+    tmp = tmp_path_factory.mktemp("bench-faults")
+    made = make_box(tmp / "box")
+    faults = FsFaults()
+    try:
+        cases, needles, works = {}, {}, {}
+        for case in BENCH_FAULTS:
+            works[case.__name__] = tmp / case.__name__
+            works[case.__name__].mkdir()
+            extra, needles[case.__name__] = case(works[case.__name__], faults)
+            cases[case.__name__] = {**as_host_vars(bench_args(made, free_port())), **as_host_vars(extra)}
+        before = {name: tree_digest(work, made["package"]) for name, work in works.items()}
+        runs = run_cases(made["private"], "bench.yml", cases, request.param)
+        yield {name: (run, needles[name], before[name], tree_digest(works[name], made["package"]))
+               for name, run in runs.items()}
+    finally:
+        faults.undo()
+
+
+@pytest.mark.parametrize("case", [case.__name__ for case in BENCH_FAULTS])
+def test_bench_output_that_cannot_be_written_fails_in_check_as_for_real(bench_faults, case):
     """Refused before the server is probed (none answers here), naming the variable and the path."""
-    work = box["tmp"] / "work"
-    work.mkdir()
-    extra, needle = case(work, fs_faults)
-    before = tree_digest(work, box["package"])
-    run = bench(box, free_port(), *mode, *extra)
+    run, needle, before, after = bench_faults[case]
     assert run.status == "failed" and run.changed == 0, run.stdout
     message = " ".join(run.failures)
     assert needle in message and "nothing was changed" in message, message
     assert "No SGLang server answers" not in message and "Module failed: [Errno" not in run.stdout
-    assert tree_digest(work, box["package"]) == before
+    assert after == before
 
