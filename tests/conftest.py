@@ -214,8 +214,9 @@ def _run_of(runner: ansible_runner.Runner, stdout: str, hosts: set[str] | None =
         return sum(n for host, n in stats.get(key, {}).items() if hosts is None or host in hosts)
 
     status = runner.status
-    if hosts is not None:
-        status = "failed" if count("failures") or count("dark") else "successful"
+    if hosts is not None:   # a host the run never reached (it failed before any play) failed too
+        reached = hosts <= set(stats.get("processed", {}))
+        status = "failed" if count("failures") or count("dark") or (runner.rc != 0 and not reached) else "successful"
     return Run(
         status=status,
         rc=runner.rc,
