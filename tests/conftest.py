@@ -15,6 +15,7 @@ from pathlib import Path
 import ansible.module_utils
 import ansible_runner
 import pytest
+from ansible.parsing.splitter import parse_kv
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -183,6 +184,9 @@ class Run:
 
 def _runner(private: Path, playbook: str, cmdline: list[str], inventory: str | dict,
             envvars: dict[str, str] | None) -> tuple[ansible_runner.Runner, str]:
+    private.mkdir(parents=True, exist_ok=True)
+    # ansible-runner keeps the last cmdline in env/cmdline and replays it when given none.
+    (private / "env" / "cmdline").unlink(missing_ok=True)
     runner = ansible_runner.run(
         private_data_dir=str(private),
         project_dir=str(REPO),
@@ -245,8 +249,6 @@ def run_playbook(private: Path, playbook: str, cmdline: list[str], inventory: st
 
 def as_host_vars(args: list[str]) -> dict:
     """What `-e` makes of args (JSON typed, key=value as Ansible's own parse_kv reads it), as host variables."""
-    from ansible.parsing.splitter import parse_kv
-
     found: dict = {}
     for flag, value in zip(args[::2], args[1::2], strict=True):
         assert flag == "-e", args
@@ -262,13 +264,12 @@ def run_cases(private: Path, playbook: str, cases: dict[str, dict], cmdline: lis
     Each host is a local-connection alias of this machine whose host variables are the case's
     (typed, as `-e` JSON gives them), in `group` or ungrouped. A refusal fails its own host and
     the others go on, so each case's Run has its own status, failures, actions and changed count;
-    its stdout is the whole run's. One ansible-playbook process instead of one per case: about
-    a third of the CPU for refusals that end before the first change (measured on the 30 bad
-    settings of validate.yml: 13.8 CPU-s against 36.1).
+    its stdout is the whole run's. One ansible-playbook process instead of one per case: for
+    refusals that end before the first change, about half the CPU or less (docs/testing.md: the
+    30 bad settings of validate.yml, 14.7 CPU-s against 36.5).
     """
     hosts = {name: {"ansible_connection": "local", **variables} for name, variables in cases.items()}
     inventory = {"all": {"children": {group: {"hosts": hosts}}}} if group else {"all": {"hosts": hosts}}
-    private.mkdir(parents=True, exist_ok=True)
     runner, stdout = _runner(private, playbook, cmdline, inventory, envvars)
     return {name: _run_of(runner, stdout, {name}) for name in cases}
 

@@ -10,14 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shlex
 import shutil
 import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import ansible_runner
 import pytest
 from conftest import (
     COMMENTED,
@@ -25,6 +23,7 @@ from conftest import (
     REPO,
     UPSTREAM,
     Run,
+    run_cases,
     run_playbook,
     tree_digest,
     unpack_sglang,
@@ -174,35 +173,19 @@ class HostRun:
 
 
 def run_hosts(private: Path, hosts: dict[str, dict], *extra: str, check: bool = False) -> dict[str, HostRun]:
-    inventory = {"all": {"hosts": {
-        name: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, **hostvars}
-        for name, hostvars in hosts.items()}}}
-    private.mkdir(exist_ok=True)
-    # ansible-runner keeps the last cmdline in env/cmdline and replays it when given none.
-    (private / "env" / "cmdline").unlink(missing_ok=True)
-    cmdline = [*extra, *(["--check", "--diff"] if check else [])]
-    runner = ansible_runner.run(
-        private_data_dir=str(private), project_dir=str(REPO), playbook=str(REPO / "playbooks/autotune.yml"),
-        inventory=inventory, cmdline=shlex.join(cmdline), quiet=True,
-        envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
-    )
-    results = {name: HostRun() for name in hosts}
-    for event in runner.events:
-        data = event.get("event_data", {})
-        host, res = data.get("host"), data.get("res", {})
-        if host not in results:
-            continue
-        if event.get("event") == "runner_on_failed":
-            results[host].failed, results[host].msg = True, str(res.get("msg", ""))
-        if event.get("event") == "runner_on_ok":
-            results[host].ran.append(data.get("task_action"))
-        if event.get("event") == "runner_on_ok" and isinstance(res.get("msg"), list):
-            results[host].messages = [str(m) for m in res["msg"]]
-        if event.get("event") == "runner_on_ok" and "ansible_facts" in res:
-            results[host].facts.update(res["ansible_facts"])
-    for host, count in (runner.stats or {}).get("changed", {}).items():
-        results[host].changed = count
-    return results
+    """playbooks/autotune.yml with one inventory host per case (conftest.run_cases), read per host."""
+    runs = run_cases(private, "autotune.yml",
+                     {name: {"ansible_python_interpreter": sys.executable, **hostvars} for name, hostvars in hosts.items()},
+                     [*extra, *(["--check", "--diff"] if check else [])])
+    return {name: host_run(run) for name, run in runs.items()}
+
+
+def host_run(run: Run) -> HostRun:
+    """What the autotune tests read of one host's run: the last failure, the summary's lines, the modules run."""
+    summaries = [res["msg"] for _, res in run.results if isinstance(res.get("msg"), list)]
+    return HostRun(failed=run.status == "failed", msg=run.failures[-1] if run.failures else "", changed=run.changed,
+                   messages=[str(line) for line in summaries[-1]] if summaries else [], facts=run.facts,
+                   ran=[action for action, _ in run.results])
 
 
 def record_sha256(package: Path, rel: str) -> str:
