@@ -274,33 +274,17 @@ def run_cases(private: Path, playbook: str, cases: dict[str, dict], cmdline: lis
     return {name: _run_of(runner, stdout, {name}) for name in cases}
 
 
-# pytest-xdist hands files out in the order below (--no-loadscope-reorder, scripts/dev.sh test), one
-# at a time to whichever worker is free, so the longest go first (the fleet's first of all) and the
-# run ends on short files: a long file handed out last keeps one worker busy while the other idles.
-# Ordered by test count alone, the files with one to seven long tests came last: measured alone
-# (-n 2, 2026-12-06), one worker idled the last 97 s. Seconds are each file's wall time in that run
-# (`pytest --durations=0`, summed per file); a file not listed took under 15 s and follows, the
-# files with the most tests first. The figures only order the run: a stale one costs time, never a test.
+# A file that runs for minutes goes first, so that no pytest-xdist worker is left with it at the
+# end: with --no-loadscope-reorder (scripts/dev.sh test) xdist hands files out in this order. The
+# others follow as xdist's own reorder would put them, the files with the most tests first.
 RUN_FIRST = ("test_fleet_roll.py",)
-FILE_SECONDS = {
-    "test_proxmox_backend.py": 324, "test_playbook_bench.py": 204, "test_model_fetch.py": 173,
-    "test_playbook_autotune_input.py": 161, "test_sglang_install.py": 127, "test_playbook_autotune.py": 115,
-    "test_proxmox_refusals.py": 113, "test_sglang_install_faults.py": 88, "test_playbook_validate.py": 80,
-    "test_autotune_kill.py": 76, "test_model_mount.py": 68, "test_playbook_nvidia_userspace.py": 64,
-    "test_fleet_cache.py": 58, "test_lxc_link.py": 46, "test_playbook_answers.py": 43,
-    "test_playbook_bench_answers.py": 38, "test_lxc_passthrough.py": 35, "test_nvidia_discovery.py": 33,
-    "test_playbook_bench_key.py": 32, "test_playbook_gpu_host_input.py": 31,
-    "test_sglang_flags_real_parser.py": 31, "test_sglang_router.py": 27, "test_playbook_install_input.py": 24,
-    "test_sglang_multinode.py": 23, "test_playbook_container_input.py": 19, "test_sglang_gate.py": 17,
-}
 
 
 def pytest_collection_modifyitems(items: list) -> None:
     tests_in = {}
     for item in items:
         tests_in[item.path] = tests_in.get(item.path, 0) + 1
-    items.sort(key=lambda item: (item.path.name not in RUN_FIRST, -FILE_SECONDS.get(item.path.name, 0),
-                                 -tests_in[item.path]))
+    items.sort(key=lambda item: (item.path.name not in RUN_FIRST, -tests_in[item.path]))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
