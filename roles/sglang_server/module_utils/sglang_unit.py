@@ -68,7 +68,7 @@ def unit_text(name: str, version: str, user: str, group: str, program: str,
     exec_line = exec_start(program, argv, env_flags)
     return "\n".join([
         HEADER,
-        f"# SGLang {version}; flags checked against its source by the sglang_flags module.",
+        f"# SGLang {version}; flags checked against its source by the sglang_server module.",
         "# Arguments are quoted for systemd (not a shell): %% is a literal %, $$ a literal $.",
         "[Unit]",
         "Description=SGLang server",
