@@ -393,7 +393,7 @@ ON_CONTROLLER = {"ansible.builtin.validate_argument_spec", "ansible.builtin.set_
 
 def test_the_role_is_one_decision_one_edit_one_proof():
     """The edit is lineinfile's; the YAML hands the modules after the decision only the edit's
-    path, regexp and line, the package directory and the published choice."""
+    path, regexp, line and validate command, the package directory and the published choice."""
     import yaml
 
     tasks = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
@@ -405,7 +405,9 @@ def test_the_role_is_one_decision_one_edit_one_proof():
     assert sorted(p.name for p in (ROLE / "tasks").iterdir()) == ["main.yml"]
     assert tasks[1]["ansible.builtin.lineinfile"] == {
         "path": "{{ sglang_autotune_gate.file }}", "regexp": "{{ sglang_autotune_gate.regexp }}",
-        "line": "{{ sglang_autotune_gate.edit_line }}", "backrefs": True}
+        "line": "{{ sglang_autotune_gate.edit_line }}", "backrefs": True,
+        # The temporary file is proven before it replaces the original (sglang_gate_validate).
+        "validate": "{{ sglang_autotune_gate.validate }}"}
     assert tasks[2]["sglang_autotune_proof"] == {
         "package_dir": "{{ sglang_autotune_gate.package_dir }}", "state_dir": "{{ sglang_autotune_state_dir }}",
         "enabled": "{{ sglang_autotune_gate.enabled }}"}

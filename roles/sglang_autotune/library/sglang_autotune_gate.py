@@ -107,6 +107,13 @@ edit_line:
   description: The lineinfile line (with backrefs), the entry line as it will be.
   returned: always
   type: str
+validate:
+  description:
+    - The lineinfile C(validate) command of this edit (empty when none is due), which refuses a temporary
+      file that is not the reference's bytes with at most the entry line changed, in the decided state, or
+      does not compile (module_utils sglang_gate_validate, run by the target's Python, nothing written).
+  returned: always
+  type: str
 upstream_enabled:
   description: Whether SGLang ships the entry enabled (0.5.13 and later).
   returned: always
@@ -147,8 +154,10 @@ message:
 """
 
 import os
+import sys
 from pathlib import Path
 
+from ansible.module_utils import sglang_gate_validate
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_locate import LOCATE_ARGUMENT_SPEC, LOCATE_REQUIRED_ONE_OF, locate_package
 from ansible.module_utils.sglang_gate import GateError, inspect_gate, python_problem
@@ -249,10 +258,19 @@ def decide_edit(module: AnsibleModule, package_dir: str, enabled: bool) -> dict:
             )
     result = dict(report.as_dict(), changed=changed, enabled=enabled, state_file=str(state_file),
                   action=decision.action, regexp=decision.regexp, edit_line=decision.line,
+                  validate=validate_command(report.lineno, decision, enabled) if decision.action != "none" else "",
                   upstream_enabled=decision.upstream_enabled, server_args=decision.server_args,
                   decided_by=decision.shipped.reference.kind, log_warning=log_warning, message=decision.message)
     # What the entry is after this run: the edit decided here is made next, and proven, or the run fails.
     return dict(result, ansible_facts=published(dict(result, state=target_state(decision.shipped.state, enabled))))
+
+
+def validate_command(lineno: int, decision, enabled: bool) -> str:
+    """lineinfile's `validate:` for this edit: what the temporary file must be, checked by this Python."""
+    found = decision.shipped
+    target = target_state(found.state, enabled)
+    return sglang_gate_validate.command(sys.executable, sglang_gate_validate.expected(
+        lineno, found.line, found.reference.sha256, target, target != found.state))
 
 
 def main() -> None:
