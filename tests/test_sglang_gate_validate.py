@@ -18,11 +18,8 @@ import ansible.module_utils.sglang_gate_validate as validator
 
 
 def validate_cmd(report, decision, enabled: bool) -> str:
-    """The command the module hands lineinfile (sglang_autotune_gate.validate_command's values)."""
-    found = decision.shipped
-    target = planner.target_state(found.state, enabled)
-    return validator.command(sys.executable, validator.expected(
-        report.lineno, found.line, found.reference.sha256, target, target != found.state))
+    """The command the module hands lineinfile, from the module's own function."""
+    return planner.validate_command(sys.executable, report.lineno, decision, enabled)
 
 
 def run_validate(command: str, tmpfile: Path) -> subprocess.CompletedProcess:

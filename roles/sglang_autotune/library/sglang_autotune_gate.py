@@ -157,11 +157,11 @@ import os
 import sys
 from pathlib import Path
 
-from ansible.module_utils import sglang_gate_validate
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_locate import LOCATE_ARGUMENT_SPEC, LOCATE_REQUIRED_ONE_OF, locate_package
 from ansible.module_utils.sglang_gate import GateError, inspect_gate, python_problem
-from ansible.module_utils.sglang_gate_plan import autotune_choice, decide, final_log, log_ahead, reference, target_state
+from ansible.module_utils.sglang_gate_plan import (autotune_choice, decide, final_log, log_ahead, reference, target_state,
+                                                  validate_command)
 from ansible.module_utils.sglang_gate_record import RecordError, record_digest
 from ansible.module_utils.sglang_gate_write import (
     log_problem,
@@ -258,19 +258,11 @@ def decide_edit(module: AnsibleModule, package_dir: str, enabled: bool) -> dict:
             )
     result = dict(report.as_dict(), changed=changed, enabled=enabled, state_file=str(state_file),
                   action=decision.action, regexp=decision.regexp, edit_line=decision.line,
-                  validate=validate_command(report.lineno, decision, enabled) if decision.action != "none" else "",
+                  validate=validate_command(sys.executable, report.lineno, decision, enabled) if decision.action != "none" else "",
                   upstream_enabled=decision.upstream_enabled, server_args=decision.server_args,
                   decided_by=decision.shipped.reference.kind, log_warning=log_warning, message=decision.message)
     # What the entry is after this run: the edit decided here is made next, and proven, or the run fails.
     return dict(result, ansible_facts=published(dict(result, state=target_state(decision.shipped.state, enabled))))
-
-
-def validate_command(lineno: int, decision, enabled: bool) -> str:
-    """lineinfile's `validate:` for this edit: what the temporary file must be, checked by this Python."""
-    found = decision.shipped
-    target = target_state(found.state, enabled)
-    return sglang_gate_validate.command(sys.executable, sglang_gate_validate.expected(
-        lineno, found.line, found.reference.sha256, target, target != found.state))
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from ansible.module_utils.sglang_gate_validate import ENTRY_RE
 from ansible.module_utils.sglang_locate import sglang_version
 
 BACKEND = "flashinfer_cutlass"
@@ -35,9 +36,6 @@ GATE_FILES = (
 )
 GATE_FUNCTIONS = ("should_run_flashinfer_autotune", "_should_run_flashinfer_autotune")
 
-# Only a line that is exactly the list item counts, commented or not: the TODO
-# comment above it names the backend too and must never match.
-ENTRY_RE = re.compile(r'^(?P<indent>[ \t]*)(?P<comment>#[ \t]*)?"flashinfer_cutlass",[ \t]*$')
 # Any quoted mention of the backend: an entry in a form ENTRY_RE refuses
 # (single quotes, `##`, a trailing comment) is quoted back to the operator.
 MENTION_RE = re.compile(r"""["']flashinfer_cutlass["']""")
@@ -362,15 +360,3 @@ def other_forms(line: str) -> list[str]:
     if match.group("comment") is not None:
         return [entry]
     return [f'{match.group("indent")}{comment}"{BACKEND}",' for comment in COMMENTS]
-
-
-def with_line(data: bytes, lineno: int, text: str) -> bytes:
-    """`data` with line `lineno` (1-based, LF-separated) put back as `text`; a BOM on line 1 stays.
-
-    Used only to ask whether a file read from disk is a reference's bytes with
-    that one line changed, never to predict what an edit will write.
-    """
-    lines = data.split(b"\n")
-    bom = b"\xef\xbb\xbf" if lineno == 1 and lines[0].startswith(b"\xef\xbb\xbf") else b""
-    lines[lineno - 1] = bom + text.encode("utf-8")
-    return b"\n".join(lines)

@@ -27,7 +27,6 @@ from ansible.module_utils.sglang_gate import (
     BACKEND,
     DISABLE_REGEXP,
     ENABLE_REGEXP,
-    ENTRY_RE,
     FIX_HINT,
     GateError,
     GateReport,
@@ -36,8 +35,9 @@ from ansible.module_utils.sglang_gate import (
     regexp_matches,
     sha256_bytes,
     shown,
-    with_line,
 )
+from ansible.module_utils.sglang_gate_validate import ENTRY_RE, with_line
+from ansible.module_utils import sglang_gate_validate
 
 NO_RECORD = (" (No RECORD lists this file, an editable or source install: this role's log of the "
              "original decides, and a rollback cannot be checked against what was shipped.)")
@@ -164,6 +164,15 @@ def shipped(report: GateReport, ref: Reference, data: bytes) -> Shipped:
 def target_state(shipped_state: str, enabled: bool) -> str:
     """The entry's state after this run: enabled when autotune is wanted or SGLang ships it so."""
     return "enabled" if enabled or shipped_state == "enabled" else "commented"
+
+
+def validate_command(python: str, lineno: int, decision: Decision, enabled: bool) -> str:
+    """lineinfile's `validate:` for this edit: what the temporary file must be, checked by `python`
+    (sglang_gate_validate)."""
+    found = decision.shipped
+    target = target_state(found.state, enabled)
+    return sglang_gate_validate.command(python, sglang_gate_validate.expected(
+        lineno, found.line, found.reference.sha256, target, target != found.state))
 
 
 def _absent_message(report: GateReport, ref: Reference) -> str:

@@ -23,11 +23,30 @@ import shlex
 import sys
 from typing import Any
 
-STATE_RE = {
-    "enabled": re.compile(r'^[ \t]*"flashinfer_cutlass",[ \t]*$'),
-    "commented": re.compile(r'^[ \t]*#[ \t]*"flashinfer_cutlass",[ \t]*$'),
-}
+# The entry line, commented or not (sglang_gate reads it from here). Only a line that is exactly the
+# list item counts: the TODO comment above it names the backend too and must never match.
+ENTRY_RE = re.compile(r'^(?P<indent>[ \t]*)(?P<comment>#[ \t]*)?"flashinfer_cutlass",[ \t]*$')
 BOM = b"\xef\xbb\xbf"
+
+
+def entry_state(text: str) -> str:
+    """'enabled' or 'commented' for the entry line, '' for any other line."""
+    match = ENTRY_RE.match(text)
+    if not match:
+        return ""
+    return "enabled" if match.group("comment") is None else "commented"
+
+
+def with_line(data: bytes, lineno: int, text: str) -> bytes:
+    """`data` with line `lineno` (1-based, LF-separated) put back as `text`; a BOM on line 1 stays.
+
+    Used only to ask whether bytes are a reference's with that one line changed, never to predict
+    what an edit will write.
+    """
+    lines = data.split(b"\n")
+    bom = BOM if lineno == 1 and lines[0].startswith(BOM) else b""
+    lines[lineno - 1] = bom + text.encode("utf-8")
+    return b"\n".join(lines)
 
 
 def expected(lineno: int, shipped_line: str, sha256: str, state: str, patched: bool) -> str:
@@ -52,7 +71,7 @@ def problems(data: bytes, want: dict[str, Any]) -> list[str]:
     except (UnicodeDecodeError, SyntaxError, ValueError) as exc:
         return [f"the edited file is not Python that compiles: {exc}"]
     lines = data.split(b"\n")
-    lineno, shipped = want["lineno"], want["shipped_line"].encode("utf-8")
+    lineno = want["lineno"]
     if not want["patched"]:
         digest = hashlib.sha256(data).hexdigest()
         return [] if digest == want["sha256"] else [
@@ -60,12 +79,10 @@ def problems(data: bytes, want: dict[str, Any]) -> list[str]:
     if not 1 <= lineno <= len(lines):
         return [f"it has {len(lines)} lines, no line {lineno}"]
     line = lines[lineno - 1]
-    bom = BOM if lineno == 1 and line.startswith(BOM) else b""
-    text = line[len(bom):].decode("utf-8")
-    found = [] if STATE_RE[want["state"]].match(text) else [
+    text = (line[len(BOM):] if lineno == 1 and line.startswith(BOM) else line).decode("utf-8")
+    found = [] if entry_state(text) == want["state"] else [
         f"line {lineno} is {text.strip()!r}, not the flashinfer_cutlass entry {want['state']}"]
-    lines[lineno - 1] = bom + shipped
-    digest = hashlib.sha256(b"\n".join(lines)).hexdigest()
+    digest = hashlib.sha256(with_line(data, lineno, want["shipped_line"])).hexdigest()
     if digest != want["sha256"]:
         found.append(f"with line {lineno} put back as shipped its sha256 is {digest}, not the reference's "
                      f"{want['sha256']}: another line differs")
