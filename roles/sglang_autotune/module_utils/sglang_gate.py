@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ansible.module_utils.sglang_gate_validate import ENTRY_RE
+from ansible.module_utils.sglang_gate_validate import ENTRY_RE, entry_state
 from ansible.module_utils.sglang_locate import sglang_version
 
 BACKEND = "flashinfer_cutlass"
@@ -294,15 +294,15 @@ def inspect_gate(package_dir: str | Path) -> GateReport:
         ast_listed=backend_listed(node),
     )
     _refuse_cr(path, source, report.version)
-    inside: list[tuple[int, str, bool]] = []
+    inside: list[tuple[int, str, str]] = []
     for lineno, text in enumerate(source_lines(source), start=1):
-        match = ENTRY_RE.match(text)
-        if not match:
+        state = entry_state(text)
+        if not state:
             if start <= lineno <= end and MENTION_RE.search(text):
                 report.mentions.append([lineno, text])
             continue
         if start <= lineno <= end:
-            inside.append((lineno, text, match.group("comment") is not None))
+            inside.append((lineno, text, state))
         else:
             report.outside_gate.append(lineno)
 
@@ -332,9 +332,8 @@ def inspect_gate(package_dir: str | Path) -> GateReport:
             )
         return report  # state stays "absent"
 
-    report.lineno, report.line, commented = inside[0]
-    report.state = "commented" if commented else "enabled"
-    if report.ast_listed == commented:
+    report.lineno, report.line, report.state = inside[0]
+    if report.ast_listed == (report.state == "commented"):
         raise GateError(
             f"{context}: line {report.lineno} reads {shown(report.line)} but the parsed "
             f"gate {'does' if report.ast_listed else 'does not'} list \"{BACKEND}\". {FIX_HINT}"

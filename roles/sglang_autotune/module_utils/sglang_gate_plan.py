@@ -36,8 +36,7 @@ from ansible.module_utils.sglang_gate import (
     sha256_bytes,
     shown,
 )
-from ansible.module_utils.sglang_gate_validate import ENTRY_RE, with_line
-from ansible.module_utils import sglang_gate_validate
+from ansible.module_utils.sglang_gate_validate import command, entry_state, expected, with_line
 
 NO_RECORD = (" (No RECORD lists this file, an editable or source install: this role's log of the "
              "original decides, and a rollback cannot be checked against what was shipped.)")
@@ -96,8 +95,8 @@ def reference(report: GateReport, record: Optional[tuple[str, str]], log: Option
         return Reference("file", report.sha256)  # another file's log is not this file's
     if log is not None:
         sha, line = log.get("original_sha256"), log.get("original_line")
-        match = ENTRY_RE.match(line) if isinstance(line, str) else None
-        if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha) and match and match.group("comment"):
+        if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha) and isinstance(line, str) \
+                and entry_state(line) == "commented":
             return Reference("log", sha, str(state_file), line)
         log_why = f"{state_file} does not name the original sha256 and commented entry line"
     return Reference("file", report.sha256, str(state_file) if log_why else "", unusable=log_why)
@@ -171,7 +170,7 @@ def validate_command(python: str, lineno: int, decision: Decision, enabled: bool
     (sglang_gate_validate)."""
     found = decision.shipped
     target = target_state(found.state, enabled)
-    return sglang_gate_validate.command(python, sglang_gate_validate.expected(
+    return command(python, expected(
         lineno, found.line, found.reference.sha256, target, target != found.state))
 
 
