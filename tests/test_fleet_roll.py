@@ -288,14 +288,13 @@ OUT_AND_BACK = """\
   gather_facts: false
   vars:
     sglang_router_worker_url: {url}
-    sglang_router_effective_url: http://127.0.0.1:30000
   tasks:
     - name: Take it out
       ansible.builtin.include_role: {{name: sglang_router, tasks_from: workers}}
-      vars: {{sglang_router_worker_state: absent}}
+      vars: {{sglang_router_worker_state: absent, sglang_router_effective_url: "http://127.0.0.1:30000"}}
     - name: Put it back
       ansible.builtin.include_role: {{name: sglang_router, tasks_from: workers}}
-      vars: {{sglang_router_worker_state: present}}
+      vars: {{sglang_router_worker_state: present, sglang_router_effective_url: "http://127.0.0.1:30000"}}
 """
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible.module_utils import sglang_router_settings as gateway
 from ansible.module_utils import sglang_router_text as unit
 from ansible.module_utils import systemd_files, systemd_text
 from conftest import REPO, tree_digest, wheel_cache
@@ -49,14 +50,14 @@ def rep(name, address="169.254.1.1", port=30000):
     ([], "no replicas"),
 ])
 def test_bad_replicas_are_named(replicas, expected):
-    problems = router.replica_problems(replicas)
+    problems = gateway.replica_problems(replicas)
     assert any(expected in p for p in problems), problems
 
 
 def test_good_replicas_give_worker_urls():
     replicas = [rep("a"), rep("b", "169.254.1.2", 30001), rep("c", "fe80::1", 30000), rep("d", "node4")]
-    assert router.replica_problems(replicas) == []
-    assert [router.worker_url(r) for r in replicas] == [
+    assert gateway.replica_problems(replicas) == []
+    assert [gateway.worker_url(r) for r in replicas] == [
         "http://169.254.1.1:30000", "http://169.254.1.2:30001", "http://[fe80::1]:30000", "http://node4:30000"]
 
 
@@ -74,7 +75,7 @@ def decided(host="0.0.0.0", port=30000, node_rank=0):
 def test_replica_address_and_port_come_from_what_the_server_decided(hostvars, expected):
     (found,) = router.replicas_from(["r"], {"r": hostvars})
     assert (found["address"], found["port"]) == expected
-    assert router.replica_problems([found]) == []
+    assert gateway.replica_problems([found]) == []
 
 
 @pytest.mark.parametrize("hostvars", [
@@ -88,7 +89,7 @@ def test_replica_address_and_port_come_from_what_the_server_decided(hostvars, ex
 def test_a_replica_whose_server_decided_nothing_is_refused_by_name(hostvars):
     (found,) = router.replicas_from(["r2"], {"r2": hostvars})
     assert found["port"] is None and found["undecided"]
-    (problem,) = router.replica_problems([found])
+    (problem,) = gateway.replica_problems([found])
     assert problem.startswith("replica r2: this run has not decided where its server listens"), problem
     assert "tasks_from: settings" in problem and "playbooks/fleet.yml" in problem
 
@@ -104,27 +105,45 @@ def test_a_multi_node_replica_is_one_worker_its_rank_0(ranks, workers):
 
 
 def settings(**over):
-    base = {"sglang_router_replicas": [rep("a")], "sglang_router_host": "0.0.0.0", "sglang_router_port": 30000,
-            "sglang_router_policy": "cache_aware", "sglang_router_metrics_host": "127.0.0.1",
-            "sglang_router_metrics_port": 29000, "sglang_router_health_check_endpoint": "/health",
-            "sglang_router_health_check_interval_secs": 10, "sglang_router_health_check_timeout_secs": 5,
-            "sglang_router_health_failure_threshold": 3, "sglang_router_health_success_threshold": 2,
-            "sglang_router_extra_flags": {}}
+    """The smg_flags module's options, the role's defaults."""
+    base = {"replicas": [rep("a")], "host": "0.0.0.0", "port": 30000, "policy": "cache_aware",
+            "metrics_host": "127.0.0.1", "metrics_port": 29000, "health_check_endpoint": "/health",
+            "health_check_interval_secs": 10, "health_check_timeout_secs": 5, "health_failure_threshold": 3,
+            "health_success_threshold": 2, "extra_flags": {}, "api_key": ""}
     base.update(over)
     return base
 
 
 @pytest.mark.parametrize("over, expected", [
-    ({"sglang_router_port": 70000}, "sglang_router_port is 70000: expected a port 1-65535"),
-    ({"sglang_router_metrics_port": 30000}, "the metrics need their own port"),
-    ({"sglang_router_health_check_endpoint": "health"}, "expected a path starting with /"),
-    ({"sglang_router_extra_flags": {"api-key": "x"}}, "use sglang_router_api_key"),
-    ({"sglang_router_extra_flags": {"worker-urls": ["x"]}}, "use the inventory"),
-    ({"sglang_router_extra_flags": {"log-dir": "a\nb"}}, "contains a control character"),
+    ({"port": 70000}, "sglang_router_port is 70000: expected a port 1-65535"),
+    ({"port": 0}, "sglang_router_port is 0: expected a port 1-65535"),
+    ({"metrics_port": 30000}, "the metrics need their own port"),
+    ({"host": "http://x"}, "sglang_router_host is 'http://x': expected one address or host name"),
+    ({"health_check_endpoint": "health"}, "expected a path starting with /"),
+    ({"extra_flags": {"api-key": "x"}}, "use sglang_router_api_key"),
+    ({"extra_flags": {"worker-urls": ["x"]}}, "use the inventory"),
+    ({"extra_flags": {"log-dir": "a\nb"}}, "contains a control character"),
 ])
 def test_bad_settings_are_named(over, expected):
-    problems = router.settings_problems(settings(**over))
+    problems = gateway.settings_problems(settings(**over))
     assert any(expected in p for p in problems), problems
+
+
+@pytest.mark.parametrize("host, expected", [
+    ("0.0.0.0", "http://127.0.0.1:30000"), ("", "http://127.0.0.1:30000"), ("::", "http://[::1]:30000"),
+    ("[::]", "http://[::1]:30000"), ("169.254.1.9", "http://169.254.1.9:30000"),
+    ("fd00::9", "http://[fd00::9]:30000"), ("gw.example", "http://gw.example:30000"),
+])
+def test_the_gateway_reaches_itself_by_its_loopback_when_it_listens_everywhere(host, expected):
+    assert gateway.decided(settings(host=host))["url"] == expected
+
+
+def test_the_settings_decide_flags_workers_and_hosts_once():
+    found = gateway.decided(settings(replicas=[rep("a"), rep("b", "fd00::2", 31000)], extra_flags={"--log-level": "debug"}))
+    assert found["workers"] == ["http://169.254.1.1:30000", "http://[fd00::2]:31000"]
+    assert found["by_host"] == {"a": "http://169.254.1.1:30000", "b": "http://[fd00::2]:31000"}
+    assert list(found["flags"])[:4] == ["host", "port", "worker-urls", "policy"]   # the unit's order, unchanged
+    assert found["flags"]["worker-urls"] == found["workers"] and found["flags"]["log-level"] == "debug"
 
 
 def test_unit_words_are_quoted_for_systemd():
@@ -180,7 +199,7 @@ def smg_spec(python: Path, argv: list[str] | None = None) -> dict:
 def test_flags_resolve_against_the_installed_smg(smg_python):
     spec = smg_spec(smg_python)
     assert spec["version"] == "1.13.0"
-    flags = router.router_flags(settings(sglang_router_replicas=[rep("a"), rep("b", "169.254.1.2")]))
+    flags = gateway.gateway_flags(settings(replicas=[rep("a"), rep("b", "169.254.1.2")]))
     argv, problems = flags_mod.check_flags(spec, flags, {"api-key": "SGLANG_ROUTER_API_KEY"})
     assert problems == []
     assert argv[argv.index("--worker-urls") + 1:argv.index("--worker-urls") + 3] == [

@@ -66,13 +66,12 @@ changed_files:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_router_text import env_file_text, unit_text
+from ansible.module_utils.sglang_router_text import KEY_VARIABLE, env_file_text, unit_text
 from ansible.module_utils.systemd_files import FilesError, Wanted, converge
 from ansible.module_utils.systemd_text import UnitError
 
 CONFIG_DIR = "/etc/sglang"
 UNIT_DIR = "/etc/systemd/system"
-KEY_VARIABLE = "SGLANG_ROUTER_API_KEY"
 
 
 def run(module: AnsibleModule) -> None:

@@ -7,6 +7,8 @@ from typing import Mapping
 
 from ansible.module_utils.systemd_text import UnitError, control_problems, env_lines, exec_arg, program_problem
 
+# The one name the API key goes by: in the environment file, and as ${SGLANG_ROUTER_API_KEY} in the argv.
+KEY_VARIABLE = "SGLANG_ROUTER_API_KEY"
 HEADER = "# Written by the sglang_router role (Ansible); local changes are overwritten on the next run."
 # A word systemd fills from the environment file at start (--api-key ${SGLANG_ROUTER_API_KEY}).
 ENV_WORD_RE = re.compile(r"\$\{[A-Z_][A-Z0-9_]*\}")
