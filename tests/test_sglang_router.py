@@ -291,3 +291,18 @@ def test_target_flashinfer_version_and_sm(tmp_path):
     assert target.sm_name(["12.0", "12.0"]) == ("sm120", "nvidia-smi")
     assert target.sm_name(["12.0", "9.0"])[0] == ""   # two GPU kinds: no cache pushed
     assert target.sm_name([])[0] == ""
+
+
+def test_the_workers_entry_point_asks_for_the_gateways_url(tmp_path):
+    """The roll calls tasks_from: workers on the replicas' play, where no smg_flags ran: the gateway's
+    URL comes in by name (sglang_router_effective_url), or the call is refused before any request."""
+    book = tmp_path / "out.yml"
+    book.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+                    "    - ansible.builtin.include_role: {name: sglang_router, tasks_from: workers}\n"
+                    "      vars: {sglang_router_worker_url: 'http://169.254.1.1:30000', sglang_router_worker_state: absent}\n")
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_ROLES_PATH": str(REPO / "roles")}
+    done = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           str(book)], capture_output=True, text=True, env=env)
+    assert done.returncode != 0
+    assert "missing required arguments: sglang_router_effective_url" in done.stdout, done.stdout[-2000:]
+    assert "sglang_router : Take out of the gateway" not in done.stdout
