@@ -16,7 +16,8 @@ description:
     C(lxc.prlimit.memlock), removing entries of ours that are no longer wanted and leaving every
     other line as it was. The file is rewritten in place, without chmod or rename, which pmxcfs
     refuses.
-  - With I(style=devices), the nodes go in as Proxmox C(devN) entries (module pve_lxc_devices,
+  - >-
+    With I(style=devices), the nodes go in as Proxmox C(devN) entries (module pve_lxc_devices,
     which takes the same C(nvidia) result): the config file then carries only
     C(lxc.prlimit.memlock), and raw node lines left from the raw style are removed.
   - Passes every node discovery found. Whether the host has the GPUs and nodes it must have is
@@ -46,7 +47,8 @@ options:
     type: path
     required: true
   config_format:
-    description: C(lxc) writes C(key = value), C(proxmox) writes C(key: value).
+    description: >-
+      C(lxc) writes C(key = value), C(proxmox) writes C(key: value).
     type: str
     choices: [lxc, proxmox]
     default: lxc

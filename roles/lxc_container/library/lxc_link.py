@@ -8,7 +8,8 @@ DOCUMENTATION = r"""
 module: lxc_link
 short_description: Make a plain-LXC container's one network link, or its absence, what is asked
 description:
-  - With I(bridge) empty, the container has no network: its config carries C(lxc.net.0.type = empty).
+  - >-
+    With I(bridge) empty, the container has no network: its config carries C(lxc.net.0.type = empty).
   - With I(bridge), a host-only link for ssh, as production reaches its containers. The host
     bridge is created with C(ip) and carries only I(host_address) (link-local, no route, no NAT);
     the config carries a veth on it named C(eth0) with the static I(address) and a MAC derived

@@ -14,7 +14,8 @@ description:
     I(transport=pct) runs C(pct set) as root on the node.
   - I(style=raw) (Proxmox raw style, plain LXC) writes C(lxc.mount.entry HOSTDIR MOUNT none bind,ro,create=dir 0 0)
     into the config file in place (pmxcfs refuses chmod and rename).
-  - Every other mount entry is left alone. The weights stay on the node: the container can be
+  - >-
+    Every other mount entry is left alone. The weights stay on the node: the container can be
     destroyed and made again without a download.
 attributes:
   check_mode:

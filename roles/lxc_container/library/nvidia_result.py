@@ -10,10 +10,12 @@ short_description: Check an nvidia_devices result handed in and decide its GPU f
 description:
   - Takes the C(nvidia) result of nvidia_devices that a caller hands in (the gpu_host role's
     C(gpu_host_nvidia), or a user's C(lxc_container_nvidia)) in place of reading the host again.
-  - Refuses it before anything changes when a node is not an NVIDIA node of its majors (a path
+  - >-
+    Refuses it before anything changes when a node is not an NVIDIA node of its majors (a path
     with whitespace or a control character, C(nvidia0) at C(1:1)): no string of it can reach a
     container config.
-  - Decides C(gpu_count), C(required_nodes) and C(missing_nodes) again for I(expected_gpus), by
+  - >-
+    Decides C(gpu_count), C(required_nodes) and C(missing_nodes) again for I(expected_gpus), by
     discovery's own rule (nvidia_discovery's with_requirements), and returns the result as
     nvidia_devices would have: the same facts, decided in one place.
   - Never changes anything.

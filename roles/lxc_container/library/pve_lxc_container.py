@@ -23,7 +23,8 @@ description:
     features). An existing container at the vmid with another hostname is refused, as is one whose
     create never finished, or whose C(unprivileged) or smaller rootfs differ from the request.
   - A fault after something was done says what was done (and returns C(changed), C(created)).
-  - devN entries are not set here: PVE allows them to root@pam only (pve_lxc_devices).
+  - >-
+    devN entries are not set here: PVE allows them to root@pam only (pve_lxc_devices).
 attributes:
   check_mode:
     support: full

@@ -12,7 +12,8 @@ description:
     directories only, writable; check mode fails where the real run would), then makes the root
     and C(ROOT/venvs) directories of root's, 0755, or puts their owner and mode right, before
     anything else; the diff names each.
-  - Owns C(ROOT/venvs/*) and the C(ROOT/current) link end to end. Reads the kept installs
+  - >-
+    Owns C(ROOT/venvs/*) and the C(ROOT/current) link end to end. Reads the kept installs
     (each C(venvs/NAME/sglang-manifest.json)) and C(current), and decides: nothing to do (current
     was made for the request), C(reuse) a kept install made for it, C(rollback) to the previous one
     (or I(rollback_to)), or C(install).
@@ -20,9 +21,11 @@ description:
     or pip, proves that SGLang (and with I(request.heavy_dependencies), torch and FlashInfer)
     import, reads what was resolved, writes the manifest, and only then points C(current) at it.
     Any failure removes the unfinished virtualenv and leaves C(current) as it was.
-  - A virtualenv without a manifest never finished (a killed run): it is never used and is removed.
+  - >-
+    A virtualenv without a manifest never finished (a killed run): it is never used and is removed.
   - Installs beyond I(keep) are removed; C(current) and the one before it always stay.
-  - One run at a time per root: it holds C(ROOT/.install.lock) from its decision to its last prune. The
+  - >-
+    One run at a time per root: it holds C(ROOT/.install.lock) from its decision to its last prune. The
     installer of a run whose controller was killed keeps running on the host and holds it until it ends;
     the next run waits for it (at most I(lock_timeout) seconds) and decides from what it left.
   - Check mode reports the decision and changes nothing.

@@ -17,7 +17,8 @@ description:
   - Refuses a prompt set too small to see corrupt generations at I(detect_rate) with I(confidence).
   - A server that does not answer C(/v1/models) within 5 s fails at once, naming the URL. The whole
     check is bounded by I(timeout).
-  - Reads only: it changes nothing, and runs the same in check mode. It returns the answers as a
+  - >-
+    Reads only: it changes nothing, and runs the same in check mode. It returns the answers as a
     reference document (I(record)) for the caller to keep.
 options:
   url:
@@ -25,7 +26,8 @@ options:
     type: str
     required: true
   api_key:
-    description: The server's API key, sent as C(Authorization: Bearer); never printed.
+    description: >-
+      The server's API key, sent as C(Authorization: Bearer); never printed.
     type: str
     default: ""
   prompts:

@@ -140,7 +140,8 @@ enabled:
   type: bool
 ansible_facts:
   description:
-    - C(sglang_autotune_result), the one result every reader uses (read as
+    - >-
+      C(sglang_autotune_result), the one result every reader uses (read as
       C(ansible_facts.sglang_autotune_result)) - C(enabled), C(version), C(file), C(state) (the entry
       after this run, once the decided edit is made: M(ansible.builtin.lineinfile) makes it and
       M(sglang_autotune_proof) proves it, or the run fails), C(upstream_enabled), C(action) and

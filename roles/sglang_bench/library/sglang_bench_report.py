@@ -19,7 +19,8 @@ description:
   - Every input is read and checked first; a missing directory or file, a FIFO,
     directory or device where a file is read, a malformed line, and a negative or
     non-finite number fail naming the file and the line, and nothing is written.
-  - I(out) is checked in check mode as in a real run: an I(out) that is a file, a
+  - >-
+    I(out) is checked in check mode as in a real run: an I(out) that is a file, a
     directory that cannot be written or created, a read-only file system, and a
     C(report.md) or C(throughput.png) that is no regular file fail naming the path.
   - Both files are written to temporaries beside them and renamed only once both are

@@ -28,37 +28,94 @@ description:
   - In check mode with no virtualenv yet (before the install), returns what the settings decide
     with C(not_installed); otherwise a missing smg fails. Never changes anything.
 options:
-  python: {description: Python interpreter of the gateway's virtualenv., type: path, required: true}
-  host: {description: The address the gateway listens on., type: str, required: true}
-  port: {description: The gateway's port (1-65535)., type: int, required: true}
-  policy: {description: The load-balancing policy (the installed smg checks the choice)., type: str, required: true}
-  metrics_host: {description: Address of the Prometheus metrics., type: str, required: true}
-  metrics_port: {description: "Port of the Prometheus metrics, not the gateway's.", type: int, required: true}
-  health_check_endpoint: {description: "Path smg polls on each worker, starting with /.", type: str, required: true}
-  health_check_interval_secs: {description: Seconds between health checks., type: int, required: true}
-  health_check_timeout_secs: {description: Timeout of one health check., type: int, required: true}
-  health_failure_threshold: {description: Failed checks before a worker is unhealthy., type: int, required: true}
-  health_success_threshold: {description: Passed checks before it is healthy again., type: int, required: true}
+  python:
+    description: "Python interpreter of the gateway's virtualenv."
+    type: path
+    required: true
+  host:
+    description: "The address the gateway listens on."
+    type: str
+    required: true
+  port:
+    description: "The gateway's port (1-65535)."
+    type: int
+    required: true
+  policy:
+    description: "The load-balancing policy (the installed smg checks the choice)."
+    type: str
+    required: true
+  metrics_host:
+    description: "Address of the Prometheus metrics."
+    type: str
+    required: true
+  metrics_port:
+    description: "Port of the Prometheus metrics, not the gateway's."
+    type: int
+    required: true
+  health_check_endpoint:
+    description: "Path smg polls on each worker, starting with C(/)."
+    type: str
+    required: true
+  health_check_interval_secs:
+    description: "Seconds between health checks."
+    type: int
+    required: true
+  health_check_timeout_secs:
+    description: "Timeout of one health check."
+    type: int
+    required: true
+  health_failure_threshold:
+    description: "Failed checks before a worker is unhealthy."
+    type: int
+    required: true
+  health_success_threshold:
+    description: "Passed checks before it is healthy again."
+    type: int
+    required: true
   replicas:
-    description: Each replica's C(name), C(address) and C(port); C(undecided) where its server decided nothing.
+    description: "Each replica's C(name), C(address) and C(port); C(undecided) where its server decided nothing."
     type: list
     elements: dict
     required: true
   extra_flags:
-    description: smg launch flags, name without dashes -> value; true a bare switch, false leaves it out.
+    description: "smg launch flags, name without dashes -> value; true a bare switch, false leaves it out."
     type: dict
     default: {}
-  api_key: {description: "The gateway's API key: only whether one is set matters here.", type: str, default: ""}
+  api_key:
+    description: "The gateway's API key; here only whether one is set matters."
+    type: str
+    default: ""
 """
 
 RETURN = r"""
-flags: {description: the flags decided (name without dashes -> value), type: dict, returned: success}
-workers: {description: the replicas' worker URLs, type: list, returned: success}
-by_host: {description: replica host -> worker URL, type: dict, returned: success}
-url: {description: the gateway as its own host reaches it, type: str, returned: success}
-version: {description: the installed smg's version (its dist-info), type: str, returned: always}
-argv: {description: the arguments after C(smg launch), the key as C(${SGLANG_ROUTER_API_KEY}), type: list, returned: always}
-not_installed: {description: true in check mode when the virtualenv is not there yet, type: bool, returned: success}
+flags:
+  description: "the flags decided (name without dashes -> value)"
+  type: dict
+  returned: success
+workers:
+  description: "the replicas' worker URLs"
+  type: list
+  returned: success
+by_host:
+  description: "replica host -> worker URL"
+  type: dict
+  returned: success
+url:
+  description: "the gateway as its own host reaches it"
+  type: str
+  returned: success
+version:
+  description: "the installed smg's version (its dist-info); empty before the install"
+  type: str
+  returned: always
+argv:
+  description: "the arguments after C(smg launch), the key as C(${SGLANG_ROUTER_API_KEY})"
+  type: list
+  returned: always
+not_installed:
+  description: "true in check mode when the virtualenv is not there yet"
+  type: bool
+  returned: success
 """
 
 SETTINGS = {

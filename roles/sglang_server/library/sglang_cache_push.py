@@ -18,7 +18,8 @@ description:
   - Writes each set of I(sets) (from M(sglang_cache_sets)) to
     I(cache_dir)/flashinfer/autotune/I(flashinfer)/I(sm)/KEY/, a file only where its content differs,
     through a temporary file and a rename, mode 0644, directories 0755, owned by I(owner):I(group).
-  - No link below I(cache_dir) is followed: one fails the task, naming it. Check mode writes nothing
+  - >-
+    No link below I(cache_dir) is followed: one fails the task, naming it. Check mode writes nothing
     and reports what it would write.
 options:
   cache_dir: {description: "The server's SGLANG_CACHE_DIR.", type: path, required: true}

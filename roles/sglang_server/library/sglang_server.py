@@ -10,7 +10,8 @@ short_description: Check the server's settings and flags, write its files verifi
 description:
   - Owns the SGLang server on this host end to end, in the manner of C(systemd_service). In order,
     and nothing is changed until every check passed
-  - 1. The settings are checked once on every way in (each option and the three flag sources:
+  - >-
+    1. The settings are checked once on every way in (each option and the three flag sources:
     I(profile), the autotune role's C(server_args), I(extra_flags)); messages name the sglang_server
     role's variable of each option (I(port) is C(sglang_server_port)), never a secret's value.
   - 2. This start's tuning is decided from the autotune role's result (I(autotune)) and the replica's
