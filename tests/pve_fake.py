@@ -24,11 +24,13 @@ TEMPLATE = "debian-12-standard_12.12-1_amd64.tar.zst"
 class PveThread:
     """A started FakePve in its own event loop; `run(fn)` calls fn(pve) inside that loop."""
 
-    def __init__(self, workdir: Path, confdir: Path | None = None) -> None:
+    def __init__(self, workdir: Path, confdir: Path | None = None, started: Path | None = None) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.pve = FakePve(user="root@pam", password=PASSWORD)
         if confdir is not None:
             mirror_created_configs(self.pve, confdir)
+            if started is not None:
+                keep_the_conf_at_start(self.pve, confdir, started)
         self.certfile, self.keyfile, _ = make_cert(str(workdir), hosts=(self.pve.host,))
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -68,6 +70,25 @@ def mirror_created_configs(pve: FakePve, confdir: Path) -> None:
         return answer
 
     pve._lxc_create = create_and_mirror
+
+
+def keep_the_conf_at_start(pve: FakePve, confdir: Path, started: Path) -> None:
+    """STAND-IN for what LXC reads when PVE starts a container: the conf file as it was at that
+    start (a start or a reboot), kept as started/VMID.conf for the stand-in `pct exec`.
+
+    On a node, raw lxc.* lines written to /etc/pve/lxc/VMID.conf apply at the container's next
+    start only (PVE's docs: a container must be restarted for a changed config file to take effect).
+    """
+    steps = pve._start_steps
+
+    async def start_and_keep(ct, user, skiplock=False):
+        await steps(ct, user, skiplock)
+        started.mkdir(parents=True, exist_ok=True)
+        conf = confdir / f"{ct.vmid}.conf"
+        (started / f"{ct.vmid}.conf").write_text(conf.read_text(encoding="utf-8") if conf.exists() else "",
+                                                encoding="utf-8")
+
+    pve._start_steps = start_and_keep
 
 
 def seed(pve: FakePve, template: bool = True) -> None:

@@ -57,6 +57,51 @@ def test_raw_style_writes_an_lxc_mount_entry_with_ro(node, tmp_path):
     assert mounts(config_of(node.pve, VMID)) == {}
 
 
+def test_raw_style_a_run_killed_before_the_restart_mounts_the_store_on_the_next(node, tmp_path):
+    """Raw style: a run killed between writing the lxc.mount.entry line and the restart leaves the
+    line in the conf file and the container running from its last start without the store. PVE
+    lists no pending change for raw lines and the line is already there, so the next run changes
+    nothing in the file: it sees the store missing inside and restarts once; the run after, none."""
+    shutdowns = lambda run: [path for method, path, _ in run.requests if path.endswith("/status/shutdown")]
+    store = tmp_path / "models"
+    store.mkdir()
+    raw = ["-e", "lxc_container_passthrough=raw"]
+    first = node.play(*raw)
+    assert first.status == "successful", first.stdout[-3000:]
+    conf = node.confdir / f"{VMID}.conf"
+    conf.write_text(conf.read_text() + f"lxc.mount.entry: {store} models none bind,ro,create=dir 0 0\n")  # the killed run's
+    run = node.play("-e", f"lxc_container_model_dir={store}", *raw)
+    assert run.status == "successful", run.stdout[-3000:]
+    assert len(shutdowns(run)) == 1, run.requests
+    assert "/models mounted read-only" in " ".join(run.stdout.split())
+    again = node.play("-e", f"lxc_container_model_dir={store}", *raw)
+    assert again.status == "successful" and again.changed == 0, again.stdout[-3000:]
+    assert shutdowns(again) == [] and writes(again) == []
+
+
+def test_a_store_that_a_restart_does_not_mount_fails_naming_it(node, tmp_path):
+    """The store's line is not in the conf file the container starts from (someone else's edit took
+    it out between our write and the start, here: the stand-in's start never saw it): one restart,
+    then the run fails naming what the container lacks, instead of serving without weights."""
+    store = tmp_path / "models"
+    store.mkdir()
+    node.fake.run(lambda pve: setattr(pve, "_start_steps", _forgetting(pve._start_steps, node, store)))
+    run = node.play("-e", f"lxc_container_model_dir={store}", "-e", "lxc_container_passthrough=raw")
+    assert run.status == "failed"
+    message = " ".join(" ".join(run.failures).split())
+    assert "does not see what the host passed, after one restart" in message, message
+    assert "/models mounted read-only" in message and "/models not mounted" in message, message
+
+
+def _forgetting(steps, node, store):
+    """A start after which the kept conf (what LXC read) lacks the store's line."""
+    async def start(ct, user, skiplock=False):
+        await steps(ct, user, skiplock)
+        kept = node.started / f"{ct.vmid}.conf"
+        kept.write_text("".join(line for line in kept.read_text().splitlines(keepends=True) if str(store) not in line))
+    return start
+
+
 def test_pve_itself_refuses_the_bind_mount_to_a_root_token(node):
     """What the role's check stands in front of: fakepve applies PVE's own rule."""
     node.fake.run(lambda pve: pve.add_ct(VMID, "sglang1", node=NODE, config={"hostname": "sglang1"}))

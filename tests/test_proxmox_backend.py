@@ -33,12 +33,13 @@ class Node:
         self.root = tmp_path / "fake-root"
         build(GPU / "h200-2gpu", self.root)
         self.confdir = tmp_path / "etc-pve-lxc"
-        self.fake = PveThread(tmp_path / "pve", self.confdir)
+        self.started = tmp_path / "lxc-started"   # the conf as at each start (pve_fake.keep_the_conf_at_start)
+        self.fake = PveThread(tmp_path / "pve", self.confdir, self.started)
         self.fake.run(seed)
         self.standin = tmp_path / "standin.json"
         self.standin.write_text(json.dumps({
             "url": self.fake.pve.url, "password": PASSWORD, "cafile": self.fake.certfile,
-            "device_root": str(self.root), "confdir": str(self.confdir),
+            "device_root": str(self.root), "confdir": str(self.confdir), "started": str(self.started),
         }))
         self.runs = 0
 

@@ -5,22 +5,27 @@ Linked as `pct` and `pvesh` into a test's bin directory. Both talk to the fake P
 the way the real tools act for root on a node: as root@pam, with full rights.
   pvesh get PATH --output-format json     GET PATH, the answer's data as JSON
   pct set VMID --devN VALUE ... [--delete devM,...]    PUT the container's config
-  pct exec VMID -- ARGV...                run ARGV "inside" the container: in a private mount
-                                          namespace whose /dev holds the NVIDIA nodes the
-                                          container's devN entries name, with the host's
-                                          major:minor, as PVE makes them at start
+  pct exec VMID -- ARGV...                run ARGV "inside" the container: chrooted, in a private
+                                          mount namespace, into a root of this machine's /usr and
+                                          /etc whose /dev holds the NVIDIA nodes the container's
+                                          devN entries name, with the host's major:minor, as PVE
+                                          makes them at start, and with its mpN bind mounts
                                           (`systemctl is-system-running --wait` answers running)
-The fake's address, root's password, its CA, the fake host root and the node's conf dir (whose
-raw lxc.mount.entry lines are applied too) come from the JSON file that $PVE_STANDIN names.
+The fake's address, root's password, its CA, the fake host root, the node's conf dir and the conf
+as it was at the container's last start (whose raw lxc.mount.entry lines, GPU nodes and bind
+mounts, are applied too) come from the JSON file that $PVE_STANDIN names.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import ssl
 import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -88,7 +93,7 @@ def pct_exec(vmid: str, argv: list[str]) -> int:
         return 255
     config = request("GET", f"/nodes/{node}/lxc/{vmid}/config")
     root = settings()["device_root"]
-    nodes = []
+    nodes, mounts = [], []
     for key, value in config.items():
         if key.startswith("dev") and key[3:].isdigit():
             path = str(value).split(",")[0].removeprefix("path=")
@@ -96,22 +101,48 @@ def pct_exec(vmid: str, argv: list[str]) -> int:
                 continue  # only the fake root's GPU nodes are modelled
             info = os.stat(root + path)
             nodes.append((path, os.major(info.st_rdev), os.minor(info.st_rdev)))
-    # Raw keys in the node's conf file: PVE hands lxc.mount.entry lines to LXC unchanged.
-    conf = os.path.join(settings()["confdir"], f"{vmid}.conf")
+        elif key.startswith("mp") and key[2:].isdigit():   # HOSTDIR,mp=/models,ro=1,...
+            host, *options = str(value).split(",")
+            opts = dict(o.partition("=")[::2] for o in options)
+            mounts.append((host, opts.get("mp", ""), opts.get("ro") == "1"))
+    # Raw keys as LXC read them at the container's last start (pve_fake.keep_the_conf_at_start):
+    # PVE hands lxc.mount.entry lines to LXC unchanged, at start. A container the fake was given
+    # running (no start on record) has its conf file as it is now.
+    started = os.path.join(settings().get("started", ""), f"{vmid}.conf")
+    conf = started if os.path.exists(started) else os.path.join(settings()["confdir"], f"{vmid}.conf")
     if os.path.exists(conf):
         with open(conf, encoding="utf-8") as handle:
             for line in handle:
                 key, _, value = line.partition(":")
                 fields = value.split()
-                if key.strip() == "lxc.mount.entry" and len(fields) > 1 and fields[1].startswith("dev/nvidia"):
+                if key.strip() != "lxc.mount.entry" or len(fields) < 2:
+                    continue
+                if fields[1].startswith("dev/nvidia"):
                     info = os.stat(fields[0])
                     nodes.append(("/" + fields[1], os.major(info.st_rdev), os.minor(info.st_rdev)))
-    script = ["mount -t tmpfs none /dev", "mknod -m 666 /dev/null c 1 3"]
+                else:
+                    mounts.append((fields[0], "/" + fields[1], len(fields) > 3 and "ro" in fields[3].split(",")))
+    # ARGV runs chrooted into a root of this machine's /usr and /etc, with a /dev of the nodes above
+    # and the bind mounts above, in a private mount namespace: nothing shows outside it.
+    work = tempfile.mkdtemp(prefix="pct-exec-")
+    q = shlex.quote
+    script = [f"R={q(work)}", 'mount -t tmpfs none "$R"', 'mkdir -p "$R/usr" "$R/etc" "$R/proc" "$R/dev" "$R/tmp"',
+              'for d in usr etc proc; do mount --rbind "/$d" "$R/$d"; done',
+              'for d in bin lib lib64 sbin; do if [ -L "/$d" ]; then ln -s "$(readlink "/$d")" "$R/$d"; '
+              'elif [ -d "/$d" ]; then mkdir "$R/$d" && mount --rbind "/$d" "$R/$d"; fi; done',
+              'mount -t tmpfs none "$R/dev"', 'mknod -m 666 "$R/dev/null" c 1 3']
     for path, major, minor in nodes:
-        script.append(f"mkdir -p $(dirname {path}) && mknod {path} c {major} {minor}")
-    script.append('exec "$@"')
-    return subprocess.call(["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec",
-                            "\n".join(script), "pct-exec", *argv], stdin=subprocess.DEVNULL)
+        script.append(f'mkdir -p "$R"{q(os.path.dirname(path))} && mknod "$R"{q(path)} c {major} {minor}')
+    for host, target, read_only in mounts:
+        script.append(f'mkdir -p "$R"{q(target)} && mount --bind {q(host)} "$R"{q(target)}')
+        if read_only:
+            script.append(f'mount -o remount,bind,ro "$R"{q(target)}')
+    script.append('exec chroot "$R" "$@"')
+    try:
+        return subprocess.call(["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec",
+                                "\n".join(script), "pct-exec", *argv], stdin=subprocess.DEVNULL)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def pct(argv: list[str]) -> int:
