@@ -15,19 +15,6 @@ from typing import Any, Mapping
 WILDCARDS = {"0.0.0.0", "::", "[::]", ""}
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$")
-# The flags the role's own options give (option -> smg flag), in the order they are rendered;
-# the workers' URLs (--worker-urls) come after the port.
-FLAG_OPTIONS = {
-    "host": "host", "port": "port", "policy": "policy",
-    "health_check_endpoint": "health-check-endpoint",
-    "health_check_interval_secs": "health-check-interval-secs",
-    "health_check_timeout_secs": "health-check-timeout-secs",
-    "health_failure_threshold": "health-failure-threshold",
-    "health_success_threshold": "health-success-threshold",
-    "metrics_host": "prometheus-host", "metrics_port": "prometheus-port",
-}
-
-
 def address_problem(address: str) -> str:
     bare = address[1:-1] if address.startswith("[") and address.endswith("]") else address
     try:
@@ -133,17 +120,28 @@ def settings_problems(settings: Mapping[str, Any]) -> list[str]:
 
 def gateway_flags(settings: Mapping[str, Any]) -> dict[str, Any]:
     """The one set of flags the unit runs: the role's options, the workers, then the user's extra flags."""
-    flags: dict[str, Any] = {}
-    for option, flag in FLAG_OPTIONS.items():
-        flags[flag] = settings[option]
-        if option == "port":
-            flags["worker-urls"] = [worker_url(r) for r in settings["replicas"]]
+    flags: dict[str, Any] = {
+        "host": settings["host"],
+        "port": settings["port"],
+        "worker-urls": [worker_url(r) for r in settings["replicas"]],
+        "policy": settings["policy"],
+        "health-check-endpoint": settings["health_check_endpoint"],
+        "health-check-interval-secs": settings["health_check_interval_secs"],
+        "health-check-timeout-secs": settings["health_check_timeout_secs"],
+        "health-failure-threshold": settings["health_failure_threshold"],
+        "health-success-threshold": settings["health_success_threshold"],
+        "prometheus-host": settings["metrics_host"],
+        "prometheus-port": settings["metrics_port"],
+    }
     flags.update({str(k).lstrip("-"): v for k, v in settings["extra_flags"].items()})
     return flags
 
 
 def decided(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """What the settings decide, once they have no problem: flags, workers, by_host, url."""
-    workers = {str(r["name"]): worker_url(r) for r in settings["replicas"]}
-    return {"flags": gateway_flags(settings), "workers": list(workers.values()), "by_host": workers,
+    """What settings without problems decide: flags, workers (the flags' own --worker-urls, which
+    extra_flags may not set), by_host, url."""
+    flags = gateway_flags(settings)
+    workers = list(flags["worker-urls"])
+    return {"flags": flags, "workers": workers,
+            "by_host": dict(zip((str(r["name"]) for r in settings["replicas"]), workers)),
             "url": local_url(str(settings["host"]), int(settings["port"]))}
