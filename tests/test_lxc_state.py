@@ -120,3 +120,18 @@ def test_the_container_follows_the_one_restart_rule(running, stale, restart, pen
     assert decided == action
     if stale and running:
         assert reason == "/var/lib/lxc/c/config changed after it started"
+
+
+# `systemctl is-system-running --wait` prints one of systemd's states; only these two end the
+# boot wait (starting: still booting; offline: lxc-attach reached no systemd; maintenance: rescue).
+@pytest.mark.parametrize("said, done", [("running\n", True), ("degraded\n", True), ("starting\n", False),
+                                        ("initializing", False), ("maintenance", False), ("offline", False),
+                                        ("", False), ("running degraded", False)])
+def test_the_boot_wait_ends_only_when_systemd_says_it_has_booted(said: str, done: bool):
+    assert ls.booted(said) is done
+
+
+@pytest.mark.parametrize("timeout, tries", [(180, 60), (181, 61), (3, 1), (1, 1), (0, 1)])
+def test_the_boot_wait_tries_every_few_seconds_for_the_whole_timeout(timeout: int, tries: int):
+    assert ls.BOOT_POLL_SECONDS == 3
+    assert ls.boot_tries(timeout) == tries

@@ -16,6 +16,10 @@ description:
     I(bridge) is given and none of its veths is on that bridge (the bridge was made again).
   - Before any start it checks that the config names the container's own rootfs and that
     C(rootfs/sbin/init) exists, so a config made by C(lxc-create -t none) never boots on the host's /.
+  - >-
+    With I(wait_timeout), it then waits until the container's systemd has booted
+    (C(systemctl is-system-running --wait) through C(lxc-attach)), whether it started it or found it
+    running: a run killed right after a start finds it booted on the next run.
   - In check mode nothing is done and the result says what would be; I(pending) counts what check
     mode did not write.
 options:
@@ -46,6 +50,12 @@ options:
         cannot tell). Ignored in a real run.
     type: bool
     default: false
+  wait_timeout:
+    description:
+      - Seconds to wait for the container's systemd to finish booting after the call; 0 does not wait.
+        Not in check mode.
+    type: int
+    default: 0
 author:
   - sglang-deploy project
 """
@@ -55,6 +65,7 @@ EXAMPLES = r"""
   lxc_current:
     name: sglang-demo
     bridge: sgldemo0
+    wait_timeout: 180
   register: container
 """
 
@@ -77,6 +88,10 @@ pid:
   description: The host PID of the container's init after the call (0 in check mode when it was stopped).
   returned: always
   type: int
+booted:
+  description: What C(systemctl is-system-running) said inside at the end (empty when not waited for).
+  returned: always
+  type: str
 """
 
 import os
@@ -84,8 +99,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.lxc_passthrough import rootfs_problem
-from ansible.module_utils.lxc_state import (INFO_FLAGS, SETTLED_STATES, ContainerState, link_master, off_bridge,
-                                            parse_info, start_ticks, started_epoch)
+from ansible.module_utils.lxc_state import (BOOT_POLL_SECONDS, INFO_FLAGS, SETTLED_STATES, ContainerState, boot_tries,
+                                            booted, link_master, off_bridge, parse_info, start_ticks, started_epoch)
 from ansible.module_utils.systemd_state import decide_restart, mtimes, stale_paths
 
 SYSFS_NET = "/sys/class/net"
@@ -113,6 +128,24 @@ def started(pid: int) -> float:
     return started_epoch(ticks, os.sysconf("SC_CLK_TCK"), time.clock_gettime(time.CLOCK_BOOTTIME), time.time())
 
 
+def wait_for_boot(module: AnsibleModule, name: str, lxcpath: str, timeout: int, **result) -> str:
+    """Wait until systemd inside has booted; fails naming what it last said after ``timeout`` seconds."""
+    argv = [module.get_bin_path("lxc-attach", required=True), f"--name={name}", f"--lxcpath={lxcpath}", "--",
+            "systemctl", "is-system-running", "--wait"]
+    said = ""
+    for attempt in range(boot_tries(timeout)):
+        if attempt:
+            time.sleep(BOOT_POLL_SECONDS)
+        _, out, err = module.run_command(argv)
+        said = out.strip() or err.strip()
+        if booted(out):
+            return out.strip()
+    module.fail_json(msg=f"{name} did not finish booting within {timeout} s: `systemctl is-system-running` inside "
+                     f"said {said or 'nothing'!r}. See lxc-attach --name={name} -- journalctl -b; a longer "
+                     "lxc_container_wait_timeout gives a slow boot more time.", **result)
+    return said
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
@@ -122,6 +155,7 @@ def main() -> None:
             bridge=dict(type="str", default=""),
             restart=dict(type="bool", default=False),
             pending=dict(type="bool", default=False),
+            wait_timeout=dict(type="int", default=0),
         ),
         supports_check_mode=True,
     )
@@ -134,7 +168,7 @@ def main() -> None:
     before = info(module, name, lxcpath)
     if before is None:
         if module.check_mode:
-            module.exit_json(changed=True, action="start", reason="it does not exist yet", stale=[], pid=0)
+            module.exit_json(changed=True, action="start", reason="it does not exist yet", stale=[], pid=0, booted="")
         module.fail_json(msg=f"lxc-info finds no container {name} in {lxcpath}: create it first. Nothing was changed.")
     if before.state not in SETTLED_STATES:
         module.fail_json(msg=f"{name} is {before.state or 'in no state lxc-info names'}: expected RUNNING or STOPPED. "
@@ -169,7 +203,10 @@ def main() -> None:
                              action=action)
     done = {"start": "started", "restart": "restarted once", "none": "left as it is"}[action]
     changed = action != "none"
-    module.exit_json(changed=changed, action=action, reason=reason, stale=stale, pid=after.pid,
+    said = ""
+    if p["wait_timeout"] > 0 and not module.check_mode:
+        said = wait_for_boot(module, name, lxcpath, p["wait_timeout"], changed=changed, action=action, reason=reason)
+    module.exit_json(changed=changed, action=action, reason=reason, stale=stale, pid=after.pid, booted=said,
                      diff={"before": f"{name}: {before.state}\n", "after": f"{name}: {done}: {reason}\n"}
                      if changed else {})
 

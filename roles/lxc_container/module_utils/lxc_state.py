@@ -21,6 +21,13 @@ INFO_FLAGS = ("--state", "--pid", "--stats", "--no-humanize")
 # States a start or restart may act on; the others are passing or need the user.
 SETTLED_STATES = ("RUNNING", "STOPPED")
 
+# What `systemctl is-system-running --wait` prints once the container's systemd has booted
+# (degraded: booted with a failed unit, which the later plays' own checks name).
+BOOTED_STATES = ("running", "degraded")
+
+# Seconds between two tries of the boot wait (lxc-attach fails while the container's init starts).
+BOOT_POLL_SECONDS = 3
+
 
 @dataclass(frozen=True)
 class ContainerState:
@@ -91,3 +98,13 @@ def off_bridge(links: tuple[str, ...], bridge: str, masters: dict[str, Optional[
         return f"it has no veth on {bridge}"
     seen = ", ".join(f"{link} on {masters.get(link) or 'no bridge'}" for link in links)
     return f"its veth is not on {bridge} ({seen}): the bridge was made again after it started"
+
+
+def booted(systemctl_output: str) -> bool:
+    """Whether `systemctl is-system-running --wait`'s output says the boot has ended."""
+    return systemctl_output.strip() in BOOTED_STATES
+
+
+def boot_tries(timeout: int) -> int:
+    """How many tries of the boot wait fit in ``timeout`` seconds (at least one)."""
+    return max(1, -(-timeout // BOOT_POLL_SECONDS))

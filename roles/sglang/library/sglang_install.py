@@ -60,7 +60,17 @@ EXAMPLES = r"""
 - name: Ensure SGLang 0.5.23 is installed, the previous install kept
   sglang_install:
     root: /opt/sglang
-    request: "{{ sglang_request }}"
+    request:
+      source: pypi
+      version: 0.5.23
+      git: ""
+      torch: ""
+      flashinfer: ""
+      heavy_dependencies: true
+      indexes: {nightly: "", torch: "https://download.pytorch.org/whl/cu130", flashinfer: "", flashinfer_nightly: ""}
+      extra_args: ""
+      python: python3
+      installer: uv
   register: sglang_install
 """
 
