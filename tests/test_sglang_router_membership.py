@@ -8,9 +8,18 @@ is the test's, so the waits cost no time.
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import socket
+import subprocess
+from pathlib import Path
+
 import pytest
 
-from ansible.module_utils.sglang_router_membership import MembershipError, converge
+from ansible.module_utils.sglang_router_membership import MembershipError, base_url_problem, converge, http_client
+
+REPO = Path(__file__).resolve().parent.parent
 
 URL = "http://169.254.77.11:30000"
 OTHER = "http://169.254.77.12:30000"
@@ -136,10 +145,64 @@ def test_a_replica_that_never_turns_healthy_fails_in_time_naming_it_and_the_list
     assert 5 <= smg.clock <= 6
 
 
-def test_a_gateway_that_does_not_answer_is_named():
+@pytest.mark.parametrize("state", ["present", "absent"])
+def test_a_gateway_that_does_not_answer_is_named_not_a_drain(state):
     smg = StandinSmg([], answers={"GET": 0})
-    with pytest.raises(MembershipError, match="GET /workers last gave: no answer with its worker list"):
-        smg.run("absent", timeout=2)
+    with pytest.raises(MembershipError) as raised:
+        smg.run(state, timeout=2)
+    message = str(raised.value)
+    assert "did not answer GET /workers with its worker list in time" in message and "no answer" in message
+    assert "drains" not in message and "finish removing" not in message
+    assert writes(smg) == []
+
+
+@pytest.mark.parametrize(("status", "needle"), [(401, "HTTP 401 (a wrong or missing API key?)"), (503, "HTTP 503")])
+def test_a_gateway_that_refuses_the_listing_is_named_with_its_status(status, needle):
+    smg = StandinSmg([], answers={"GET": status})
+    with pytest.raises(MembershipError, match=f"it last gave {re.escape(needle)}"):
+        smg.run("present", timeout=1)
+    assert writes(smg) == []
+
+
+def test_no_listener_is_named_with_the_reason_from_the_socket():
+    """A real loopback port that nobody listens on: the reason the connection failed reaches the message."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    status, why = http_client(f"http://127.0.0.1:{port}", "", timeout=2)("GET", "/workers", None)
+    assert status == 0 and "refused" in str(why).lower()
+
+
+@pytest.mark.parametrize(("url", "needle"), [
+    ("127.0.0.1:30000", "http:// or https://"), ("http://127.0.0.1", "no port"), ("http://:30000", "no host"),
+    ("ftp://127.0.0.1:30000", "does not start with http://"), ("http://127.0.0.1:30000/v1", "path"),
+    ("http://127.0.0.1:99999", "does not parse"), ("http://127.0.0.1:0", "port is 0"),
+    ("http://user:key@127.0.0.1:30000", "user or password"), ("http://127.0.0.1:30000\n", "control"),
+    ("http://127.0.0.1:30000?x=1", "query"), (" http://127.0.0.1:30000", "whitespace")])
+def test_a_url_that_is_not_a_base_url_is_named(url, needle):
+    url = url.replace("\\n", "\n")
+    assert needle in (base_url_problem(url) or "")
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:30000", "https://gw.example:443/", "http://[::1]:30000",
+                                 "http://169.254.77.11:30000"])
+def test_a_base_url_passes(url):
+    assert base_url_problem(url) is None
+
+
+def test_the_module_refuses_a_gateway_without_a_scheme_before_sending_anything():
+    """`ansible localhost -m sglang_router_worker` as the role calls it, with the gateway's address mistyped."""
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+           "ANSIBLE_STDOUT_CALLBACK": "json", "ANSIBLE_LIBRARY": str(REPO / "roles/sglang_router/library"),
+           "ANSIBLE_MODULE_UTILS": str(REPO / "roles/sglang_router/module_utils")}
+    args = {"gateway": "127.0.0.1:30000", "url": URL, "state": "absent", "timeout": 1}
+    proc = subprocess.run(["ansible", "localhost", "-m", "sglang_router_worker", "-a", json.dumps(args)],
+                          cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    assert result["failed"] is True and proc.returncode != 0
+    assert result["msg"] == ("gateway='127.0.0.1:30000' is not a base URL: expected http://HOST:PORT such as "
+                             "http://127.0.0.1:30000, but it does not start with http:// or https://. "
+                             "Nothing was sent to the gateway.")
 
 
 def test_a_refused_delete_is_named_with_what_was_expected():

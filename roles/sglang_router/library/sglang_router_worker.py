@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_router_membership import MembershipError, converge, http_client
+from ansible.module_utils.sglang_router_membership import MembershipError, base_url_problem, converge, http_client
 
 DOCUMENTATION = r"""
 ---
@@ -21,7 +21,9 @@ description:
   - Run it where the gateway answers on I(gateway) (the gateway's host).
 options:
   gateway:
-    description: The gateway's base URL as its own host reaches it (http://127.0.0.1:30000).
+    description: >-
+      The gateway's base URL as its own host reaches it (http://127.0.0.1:30000). Anything but
+      http(s)://HOST:PORT is refused before any request is sent, and the same holds for I(url).
     type: str
     required: true
   url:
@@ -62,6 +64,11 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
+    for option in ("gateway", "url"):
+        problem = base_url_problem(params[option])
+        if problem:
+            module.fail_json(msg=f"{option}={params[option]!r} is not a base URL: expected http://HOST:PORT such as "
+                                 f"http://127.0.0.1:30000, but {problem}. Nothing was sent to the gateway.")
     try:
         result = converge(http_client(params["gateway"], params["api_key"]), params["url"], params["state"],
                           params["timeout"], module.check_mode)

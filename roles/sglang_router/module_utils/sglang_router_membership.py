@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Callable
 
-# (method, path, JSON body or None) -> (HTTP status, decoded JSON or None); status 0: no answer.
+# (method, path, JSON body or None) -> (HTTP status, decoded JSON or None); status 0: no answer,
+# the payload then the reason in words when known.
 Http = Callable[[str, str, "dict | None"], "tuple[int, object]"]
 
 POLL_SECONDS = 0.5
@@ -24,6 +26,30 @@ POLL_SECONDS = 0.5
 
 class MembershipError(Exception):
     """What went wrong, in words for the operator."""
+
+
+def base_url_problem(url: str) -> str | None:
+    """Why ``url`` is not a base URL http(s)://HOST:PORT (the gateway's or a replica's), or None."""
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        return "it holds whitespace or a control character"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as error:
+        return f"it does not parse ({error})"
+    if parts.scheme not in ("http", "https"):
+        return "it does not start with http:// or https://"
+    if not parts.hostname:
+        return "it names no host"
+    if parts.username is not None or parts.password is not None:
+        return "it holds a user or password (the API key goes in api_key)"
+    if port is None:
+        return "it names no port"
+    if port == 0:
+        return "its port is 0"
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        return "it has a path, query or fragment after the port"
+    return None
 
 
 def http_client(gateway: str, api_key: str, timeout: float = 10.0) -> Http:
@@ -40,8 +66,10 @@ def http_client(gateway: str, api_key: str, timeout: float = 10.0) -> Http:
                 status, raw = answer.status, answer.read()
         except urllib.error.HTTPError as error:
             status, raw = error.code, error.read()
-        except (urllib.error.URLError, OSError):
-            return 0, None
+        except urllib.error.URLError as error:
+            return 0, str(error.reason)
+        except OSError as error:
+            return 0, str(error)
         try:
             return status, json.loads(raw) if raw else None
         except ValueError:
@@ -66,25 +94,33 @@ def settled(workers: list[dict], url: str, state: str) -> bool:
     return not mine
 
 
-def list_workers(http: Http) -> list[dict] | None:
-    """The gateway's workers, or None when it does not answer GET /workers with its list."""
+def list_workers(http: Http) -> tuple[list[dict] | None, str]:
+    """The gateway's workers, or None and what it gave instead when it does not answer GET /workers with its list."""
     status, payload = http("GET", "/workers", None)
-    if status != 200 or not isinstance(payload, dict) or not isinstance(payload.get("workers", []), list):
-        return None
-    return [worker for worker in payload.get("workers") or [] if isinstance(worker, dict)]
+    if status == 0:
+        return None, f"no answer ({payload})" if isinstance(payload, str) and payload else "no answer"
+    if status != 200:
+        return None, f"HTTP {status}" + (" (a wrong or missing API key?)" if status in (401, 403) else "")
+    if not isinstance(payload, dict) or not isinstance(payload.get("workers", []), list):
+        return None, "an answer without a worker list"
+    return [worker for worker in payload.get("workers") or [] if isinstance(worker, dict)], ""
 
 
 def wait_for(http: Http, done: Callable[[list[dict]], bool], deadline: float, what: str,
              sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> list[dict]:
     """Poll GET /workers until done(workers); fail naming `what` and the last listing at the deadline."""
     while True:
-        workers = list_workers(http)
+        workers, why = list_workers(http)
         if workers is not None and done(workers):
             return workers
         if clock() >= deadline:
-            seen = "no answer with its worker list" if workers is None else json.dumps(workers)
+            if workers is None:
+                # Nothing about the worker set is known: say so, not what it was waited for.
+                raise MembershipError(f"The gateway did not answer GET /workers with its worker list in time "
+                                      f"(sglang_router_ready_timeout); it last gave {why}. Check that smg runs "
+                                      "and answers at the gateway's address, with the API key it was given.")
             raise MembershipError(f"The gateway did not {what} in time (sglang_router_ready_timeout); "
-                                  f"GET /workers last gave: {seen}")
+                                  f"GET /workers last gave: {json.dumps(workers)}")
         sleep(POLL_SECONDS)
 
 
