@@ -184,7 +184,10 @@ def test_kill_9_mid_shard_then_the_rerun_resumes(tmp_path, hub, hf_venv):
     (tmp_path / "kill").mkdir()
     command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", inventory(tmp_path),
                str(REPO / "playbooks" / "model.yml"), *args(hub, tmp_path / "store", hf_venv)]
-    env = dict(standin_env(), ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    # The killed fetch never removes its module's payload directory (AnsiballZ's, in TMPDIR): it
+    # stays in this test's directory, not in the machine's /tmp.
+    (tmp_path / "tmp").mkdir()
+    env = dict(standin_env(), ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), TMPDIR=str(tmp_path / "tmp"))
     progress = tmp_path / "store" / ".progress" / "acme--tiny-glm.json"
     partial = tmp_path / "store" / "acme--tiny-glm" / ".partial" / COMMIT
     player = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
