@@ -253,9 +253,12 @@ def test_validate_playbook_runs_the_deploy_checks():
     first = next(i for i, task in enumerate(main) if task.get("ansible.builtin.import_tasks") == "server.yml")
     # Before it only checks: the SM check, and a multi-node replica's nodes, each checked (state
     # checked) before any of them changes. The converging call itself reads the answer-check fallback.
-    assert [next(k for k in task if k.startswith("ansible.builtin.") or k == "block") for task in main[:first]] == [
-        "ansible.builtin.assert", "block"]
-    assert [task["vars"]["sglang_server_want"] for task in main[first - 1]["block"] if "vars" in task] == ["checked"]
+    assert [next(k for k in task if k.startswith("ansible.builtin.")) for task in main[:first]] == [
+        "ansible.builtin.assert", "ansible.builtin.include_tasks"]
+    assert main[first - 1]["ansible.builtin.include_tasks"] == "nodes_checked.yml"
+    nodes = yaml.safe_load((ROLE / "tasks" / "nodes_checked.yml").read_text())
+    assert [task["vars"]["sglang_server_want"] for task in nodes if "vars" in task] == ["checked"]
+    assert nodes[0]["ansible.builtin.import_tasks"] == "server.yml"
     assert main[first]["vars"] == {"sglang_server_want": "deployed",
                                    "sglang_server_autotune_required": "{{ sglang_server_check_autotune }}"}
 
