@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import subprocess
 
 import pytest
@@ -235,7 +236,6 @@ def test_a_bridge_or_subnet_that_is_not_ours_is_refused(interfaces: list[dict], 
 
 def test_this_hosts_own_interfaces_parse() -> None:
     """`ip -j -d address show` here: the plan reads it and, for a name no interface has, makes it."""
-    import json
 
     shown = json.loads(subprocess.run(["ip", "-j", "-d", "address", "show"], capture_output=True, text=True,
                                       check=True).stdout)
@@ -327,3 +327,48 @@ def test_a_read_only_config_is_named_in_check_mode_as_in_the_real_run(tmp_path: 
     assert run.status == "failed", run.stdout
     message = " ".join(run.failures)
     assert f"cannot write {container}/config: its file system is read-only" in message, message
+
+
+# --------------------------------------------------- no container yet: one call checks, the next makes
+
+
+def lxc_link(args: dict) -> dict:
+    """`ansible localhost -m lxc_link -a JSON` (as the role calls it): the module's result."""
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+           "ANSIBLE_STDOUT_CALLBACK": "json", "ANSIBLE_LIBRARY": str(REPO / "roles/lxc_container/library"),
+           # What the role and its dependency (nvidia_discovery) put on the search path.
+           "ANSIBLE_MODULE_UTILS": f"{REPO / 'roles/lxc_container/module_utils'}:{REPO / 'roles/nvidia_discovery/module_utils'}"}
+    proc = subprocess.run(["ansible", "localhost", "-m", "lxc_link", "-a", json.dumps(args)],
+                          cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+MISSING_LINK = {"name": "pytest-nolxc", "bridge": "pynolxc0", "host_address": "169.254.204.1/24",
+                "address": "169.254.204.2"}
+
+
+def test_a_container_not_there_yet_is_only_checked_and_said_missing(tmp_path: Path) -> None:
+    lxcpath = tmp_path / "lxc"
+    (lxcpath / "pytest-nolxc" / "rootfs" / "root").mkdir(parents=True)  # a rootfs, but no config
+    before = tree_digest(tmp_path)
+    result = lxc_link({**MISSING_LINK, "config_path": str(lxcpath / "pytest-nolxc" / "config"),
+                       "rootfs": str(lxcpath / "pytest-nolxc" / "rootfs"), "lxcpath": str(lxcpath),
+                       "pubkey": ed25519_key(7), "require_host_key": True, "when_missing": "check"})
+    assert result.get("failed") is not True, result
+    assert result["exists"] is False and result["changed"] is False and result["diff"] == []
+    assert result["bridge_commands"]  # planned for the call after the creation, none run
+    assert not Path("/sys/class/net/pynolxc0").exists()
+    assert tree_digest(tmp_path) == before
+
+
+def test_a_bad_link_is_refused_before_a_creation_as_after_it(tmp_path: Path) -> None:
+    result = lxc_link({**MISSING_LINK, "host_address": "10.0.0.1/24", "address": "10.0.0.2",
+                       "config_path": str(tmp_path / "lxc" / "pytest-nolxc" / "config"), "when_missing": "check"})
+    assert result["failed"] is True and "host_address 10.0.0.1/24 is not link-local" in result["msg"], result
+
+
+def test_without_when_missing_a_container_not_there_fails_naming_its_config(tmp_path: Path) -> None:
+    config = tmp_path / "lxc" / "pytest-nolxc" / "config"
+    result = lxc_link({**MISSING_LINK, "config_path": str(config)})
+    assert result["failed"] is True and result["msg"] == f"{config} does not exist: create the container first."
+    assert not Path("/sys/class/net/pynolxc0").exists()

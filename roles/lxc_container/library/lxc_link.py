@@ -18,7 +18,10 @@ description:
   - State is read from the things themselves (C(ip -j -d addr show), the config, the files).
   - Every value is checked before any change; a bridge name taken by another kind of interface,
     another address on the bridge, or another interface in the link's network is refused.
-  - Without I(config_path) it only checks and plans (the role calls it so before any change).
+  - >-
+    Without I(config_path) it only checks and plans. With I(when_missing=check) and no file at
+    I(config_path), it does the same and returns I(exists) false, so that the caller creates the
+    container and calls it again; a container that exists needs one call, not a probe first.
 attributes:
   check_mode:
     support: full
@@ -61,6 +64,13 @@ options:
         C(LXCPATH/NAME/rootfs) as its rootfs and that rootfs must hold sbin/init, before any
         line is written or any bridge made.
     type: path
+  when_missing:
+    description:
+      - What to do when I(config_path) does not exist. C(fail) (the container must be there), or
+        C(check) (only check and plan, return I(exists) false, change nothing).
+    type: str
+    choices: [fail, check]
+    default: fail
 author:
   - sglang-deploy project
 """
@@ -94,6 +104,10 @@ host_keys:
   description: The container's ssh host public keys (C(TYPE BASE64)), read from I(rootfs).
   returned: always
   type: list
+exists:
+  description: Whether I(config_path) exists (true when none is given).
+  returned: always
+  type: bool
 """
 
 import glob
@@ -144,6 +158,7 @@ def main() -> None:
             "rootfs": {"type": "path"},
             "require_host_key": {"type": "bool", "default": False},
             "lxcpath": {"type": "path"},
+            "when_missing": {"type": "str", "default": "fail", "choices": ["fail", "check"]},
         },
         supports_check_mode=True,
     )
@@ -154,6 +169,9 @@ def main() -> None:
     except ValueError as exc:
         module.fail_json(msg=f"Invalid network link for {p['name']}: {exc}. Nothing was changed.")
     wanted = net_lines(link, p["name"])
+    exists = not p["config_path"] or os.path.isfile(p["config_path"])
+    # Only check and plan: no config given, or none there yet and the caller creates it first.
+    planning = not p["config_path"] or (not exists and p["when_missing"] == "check")
     if p["config_path"] and p["lxcpath"] and os.path.isfile(p["config_path"]):
         # The same check lxc_gpu_passthrough makes, before this module writes a line or makes a bridge.
         init = os.path.join(p["lxcpath"], p["name"], "rootfs", "sbin", "init")
@@ -163,7 +181,7 @@ def main() -> None:
                                   f"bridge was made. Inspect it; lxc-destroy -n {p['name']} removes a half-made "
                                   "container."), start_problem=problem)
     result = {"changed": False, "net_lines": [f"{k} = {v}" for k, v in wanted], "bridge_commands": [],
-              "config_changed": False, "host_keys": [], "diff": []}
+              "config_changed": False, "host_keys": [], "diff": [], "exists": exists}
 
     if link is not None:
         ip = module.get_bin_path("ip")
@@ -179,7 +197,7 @@ def main() -> None:
             module.fail_json(msg=f"Host bridge for {p['name']}: {exc}. Nothing was changed.")
 
     edits: list[tuple[str, str, str, int]] = []  # path, before, after, mode
-    if p["config_path"]:
+    if not planning:
         text = read(p["config_path"])
         if text is None and not module.check_mode:
             module.fail_json(msg=f"{p['config_path']} does not exist: create the container first.")
@@ -187,7 +205,7 @@ def main() -> None:
         if text is not None and plan.changed:
             result["config_changed"] = True
             edits.append((p["config_path"], text, plan.text, 0o644))
-    if p["rootfs"] and os.path.isdir(p["rootfs"]):
+    if p["rootfs"] and not planning and os.path.isdir(p["rootfs"]):
         interfaces = os.path.join(p["rootfs"], "etc/network/interfaces")
         before = read(interfaces)
         after = plan_interfaces(before) if link is not None and before is not None else None
@@ -204,19 +222,19 @@ def main() -> None:
             if len(fields) >= 2:
                 result["host_keys"].append(" ".join(fields[:2]))
 
-    if p["require_host_key"] and p["config_path"] and not result["host_keys"] and not module.check_mode:
+    if p["require_host_key"] and not planning and not result["host_keys"] and not module.check_mode:
         module.fail_json(msg=(f"{p['rootfs']}/etc/ssh holds no ssh host key, so {p['name']} cannot be reached by "
                               "ssh: put openssh-server in lxc_container_packages (it is installed at creation; "
                               f"lxc-destroy -f -n {p['name']} and re-run to recreate it). Nothing was changed."))
     # Without a config it only plans (the role's check before any change): nothing to report as changed.
-    result["changed"] = bool(p["config_path"]) and bool(result["bridge_commands"] or edits)
+    result["changed"] = not planning and bool(result["bridge_commands"] or edits)
     result["diff"] = [{"before": before, "after": after, "before_header": path, "after_header": path}
                       for path, before, after, _ in edits]
     problems = [problem for problem in (write_problem(path) for path, _, _, _ in edits) if problem]
-    if problems and p["config_path"]:
+    if problems and not planning:
         module.fail_json(msg=f"The link of {p['name']} needs these files changed, but {'; '.join(problems)}. Nothing "
                              "was changed.", **dict(result, changed=False))
-    if module.check_mode or not p["config_path"]:
+    if module.check_mode or planning:
         module.exit_json(**result)
     for command in result["bridge_commands"]:
         rc, _, err = module.run_command(command)
