@@ -139,6 +139,18 @@ def flags_of(flag_sources):
     return get
 
 
+def run_module(module: str, args: dict, roles: tuple[str, ...], *flags: str) -> tuple[dict, int]:
+    """`ansible localhost -m MODULE -a JSON [FLAGS]` with these roles' library/ and module_utils/ on the
+    search path (what a play of the role and its dependencies gives): the module's result and the rc."""
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+           "ANSIBLE_STDOUT_CALLBACK": "json",
+           "ANSIBLE_LIBRARY": ":".join(str(REPO / "roles" / role / "library") for role in roles),
+           "ANSIBLE_MODULE_UTILS": ":".join(str(REPO / "roles" / role / "module_utils") for role in roles)}
+    proc = subprocess.run(["ansible", "localhost", "-m", module, "-a", json.dumps(args), *flags],
+                          cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"], proc.returncode
+
+
 def tree_digest(*roots: Path) -> dict[str, str]:
     """Each root and everything under it: sha256 of files, the kind of the rest, absent roots too.
 

@@ -254,7 +254,7 @@ import contextlib  # noqa: E402
 import os  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from conftest import REPO, run_playbook, tree_digest  # noqa: E402
+from conftest import REPO, run_module, run_playbook, tree_digest  # noqa: E402
 from fake_nvidia_root import build  # noqa: E402
 from ro_mount import read_only  # noqa: E402
 
@@ -334,13 +334,7 @@ def test_a_read_only_config_is_named_in_check_mode_as_in_the_real_run(tmp_path: 
 
 def lxc_link(args: dict) -> dict:
     """`ansible localhost -m lxc_link -a JSON` (as the role calls it): the module's result."""
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
-           "ANSIBLE_STDOUT_CALLBACK": "json", "ANSIBLE_LIBRARY": str(REPO / "roles/lxc_container/library"),
-           # What the role and its dependency (nvidia_discovery) put on the search path.
-           "ANSIBLE_MODULE_UTILS": f"{REPO / 'roles/lxc_container/module_utils'}:{REPO / 'roles/nvidia_discovery/module_utils'}"}
-    proc = subprocess.run(["ansible", "localhost", "-m", "lxc_link", "-a", json.dumps(args)],
-                          cwd=REPO, env=env, capture_output=True, text=True, check=False)
-    return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return run_module("lxc_link", args, ("lxc_container", "nvidia_discovery"))[0]
 
 
 MISSING_LINK = {"name": "pytest-nolxc", "bridge": "pynolxc0", "host_address": "169.254.204.1/24",

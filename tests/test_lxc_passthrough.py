@@ -6,12 +6,11 @@ import copy
 import json
 import os
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import tree_digest
+from conftest import run_module, tree_digest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
@@ -315,14 +314,7 @@ def test_a_memlock_no_line_may_carry_is_refused(memlock):
 
 def passthrough(args: dict, *flags: str) -> dict:
     """`ansible localhost -m lxc_gpu_passthrough -a JSON` (as the role calls it): the module's result."""
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-           "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json",
-           # What the role and its dependency (nvidia_discovery) put on the search path.
-           "ANSIBLE_LIBRARY": str(REPO / "roles/lxc_container/library"),
-           "ANSIBLE_MODULE_UTILS": f"{REPO / 'roles/lxc_container/module_utils'}:{REPO / 'roles/nvidia_discovery/module_utils'}"}
-    proc = subprocess.run(["ansible", "localhost", "-m", "lxc_gpu_passthrough", "-a", json.dumps(args), *flags],
-                          cwd=REPO, env=env, capture_output=True, text=True, check=False)
-    return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return run_module("lxc_gpu_passthrough", args, ("lxc_container", "nvidia_discovery"), *flags)[0]
 
 
 def container(tmp_path: Path, config: str, init: bool = True) -> Path:

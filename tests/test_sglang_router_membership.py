@@ -8,18 +8,13 @@ is the test's, so the waits cost no time.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import socket
-import subprocess
-from pathlib import Path
 
 import pytest
+from conftest import run_module
 
 from ansible.module_utils.sglang_router_membership import MembershipError, base_url_problem, converge, http_client
-
-REPO = Path(__file__).resolve().parent.parent
 
 URL = "http://169.254.77.11:30000"
 OTHER = "http://169.254.77.12:30000"
@@ -192,14 +187,9 @@ def test_a_base_url_passes(url):
 
 def test_the_module_refuses_a_gateway_without_a_scheme_before_sending_anything():
     """`ansible localhost -m sglang_router_worker` as the role calls it, with the gateway's address mistyped."""
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
-           "ANSIBLE_STDOUT_CALLBACK": "json", "ANSIBLE_LIBRARY": str(REPO / "roles/sglang_router/library"),
-           "ANSIBLE_MODULE_UTILS": str(REPO / "roles/sglang_router/module_utils")}
     args = {"gateway": "127.0.0.1:30000", "url": URL, "state": "absent", "timeout": 1}
-    proc = subprocess.run(["ansible", "localhost", "-m", "sglang_router_worker", "-a", json.dumps(args)],
-                          cwd=REPO, env=env, capture_output=True, text=True, check=False)
-    result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    assert result["failed"] is True and proc.returncode != 0
+    result, rc = run_module("sglang_router_worker", args, ("sglang_router",))
+    assert result["failed"] is True and rc != 0
     assert result["msg"] == ("gateway='127.0.0.1:30000' is not a base URL: expected http://HOST:PORT such as "
                              "http://127.0.0.1:30000, but it does not start with http:// or https://. "
                              "Nothing was sent to the gateway.")

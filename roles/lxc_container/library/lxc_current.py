@@ -143,7 +143,6 @@ def wait_for_boot(module: AnsibleModule, name: str, lxcpath: str, timeout: int, 
     module.fail_json(msg=f"{name} did not finish booting within {timeout} s: `systemctl is-system-running` inside "
                      f"said {said or 'nothing'!r}. See lxc-attach --name={name} -- journalctl -b; a longer "
                      "lxc_container_wait_timeout gives a slow boot more time.", **result)
-    return said
 
 
 def main() -> None:

@@ -172,7 +172,7 @@ def main() -> None:
     exists = not p["config_path"] or os.path.isfile(p["config_path"])
     # Only check and plan: no config given, or none there yet and the caller creates it first.
     planning = not p["config_path"] or (not exists and p["when_missing"] == "check")
-    if p["config_path"] and p["lxcpath"] and os.path.isfile(p["config_path"]):
+    if p["config_path"] and exists and p["lxcpath"]:
         # The same check lxc_gpu_passthrough makes, before this module writes a line or makes a bridge.
         init = os.path.join(p["lxcpath"], p["name"], "rootfs", "sbin", "init")
         problem = rootfs_problem(read(p["config_path"]) or "", p["name"], p["lxcpath"], os.path.lexists(init))
