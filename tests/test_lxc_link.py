@@ -366,3 +366,34 @@ def test_without_when_missing_a_container_not_there_fails_naming_its_config(tmp_
     result = lxc_link({**MISSING_LINK, "config_path": str(config)})
     assert result["failed"] is True and result["msg"] == f"{config} does not exist: create the container first."
     assert not Path("/sys/class/net/pynolxc0").exists()
+
+
+def unfinished_container(tmp_path: Path) -> Path:
+    """What a killed lxc-create leaves: the config, a partial rootfs and LXC's `partial` marker."""
+    container = tmp_path / "lxc" / "pytest-nolxc"
+    (container / "rootfs" / "sbin").mkdir(parents=True)
+    (container / "config").write_text(f"lxc.rootfs.path = dir:{container}/rootfs\nlxc.uts.name = pytest-nolxc\n")
+    (container / "partial").write_text("")
+    return container
+
+
+def test_a_creation_a_killed_run_left_unfinished_is_not_there_yet(tmp_path: Path) -> None:
+    container = unfinished_container(tmp_path)
+    before = tree_digest(tmp_path)
+    result = lxc_link({**MISSING_LINK, "config_path": str(container / "config"), "rootfs": str(container / "rootfs"),
+                       "lxcpath": str(tmp_path / "lxc"), "when_missing": "check"})
+    assert result.get("failed") is not True, result
+    assert result["exists"] is False and result["changed"] is False
+    assert tree_digest(tmp_path) == before and not Path("/sys/class/net/pynolxc0").exists()
+
+
+def test_an_unfinished_creation_is_never_written_to(tmp_path: Path) -> None:
+    container = unfinished_container(tmp_path)
+    before = tree_digest(tmp_path)
+    result = lxc_link({**MISSING_LINK, "config_path": str(container / "config"), "rootfs": str(container / "rootfs"),
+                       "lxcpath": str(tmp_path / "lxc")})
+    assert result["failed"] is True, result
+    assert result["msg"] == (f"pytest-nolxc was left half-made by an lxc-create that did not finish (its partial marker "
+                             f"is beside {container}/config). lxc-destroy -f -n pytest-nolxc removes it; the role does "
+                             "that itself before it creates the container. Nothing was changed.")
+    assert tree_digest(tmp_path) == before and not Path("/sys/class/net/pynolxc0").exists()

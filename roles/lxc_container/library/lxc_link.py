@@ -105,7 +105,9 @@ host_keys:
   returned: always
   type: list
 exists:
-  description: Whether I(config_path) exists (true when none is given).
+  description: >-
+    Whether the container is there: its config, without the C(partial) marker that lxc-create leaves
+    beside it until it has finished (true when no I(config_path) is given).
   returned: always
   type: bool
 """
@@ -169,9 +171,16 @@ def main() -> None:
     except ValueError as exc:
         module.fail_json(msg=f"Invalid network link for {p['name']}: {exc}. Nothing was changed.")
     wanted = net_lines(link, p["name"])
-    exists = not p["config_path"] or os.path.isfile(p["config_path"])
+    # lxc-create writes the config early and removes its `partial` marker last: a killed creation
+    # leaves both, and the container is not there yet.
+    unfinished = bool(p["config_path"]) and os.path.lexists(os.path.join(os.path.dirname(p["config_path"]), "partial"))
+    exists = not p["config_path"] or (os.path.isfile(p["config_path"]) and not unfinished)
     # Only check and plan: no config given, or none there yet and the caller creates it first.
     planning = not p["config_path"] or (not exists and p["when_missing"] == "check")
+    if unfinished and not planning:
+        module.fail_json(msg=f"{p['name']} was left half-made by an lxc-create that did not finish (its partial "
+                             f"marker is beside {p['config_path']}). lxc-destroy -f -n {p['name']} removes it; the "
+                             "role does that itself before it creates the container. Nothing was changed.")
     if p["config_path"] and exists and p["lxcpath"]:
         # The same check lxc_gpu_passthrough makes, before this module writes a line or makes a bridge.
         init = os.path.join(p["lxcpath"], p["name"], "rootfs", "sbin", "init")
