@@ -193,76 +193,65 @@ run_pytest() {
         2>&1 | tee "$log_file"
 }
 
+# What runs beside pytest, one after another (one stream): ansible-lint, Molecule's scenarios, then
+# the Debian 13 controller's image and tests. Each one's output goes to its own log in $2 and its
+# time and exit status to $1 ("SECONDS NAME RC" lines), printed by the caller after pytest's.
+beside_pytest() {
+    local times=$1 logs=$2 started rc
+    started=$SECONDS rc=0
+    ansible-lint --strict >"$logs/ansible-lint.log" 2>&1 || rc=$?
+    echo "$((SECONDS - started)) ansible-lint_(production_profile) $rc" >>"$times"
+    started=$SECONDS rc=0
+    molecule_scenarios "$logs/molecule-times" >"$logs/molecule.log" 2>&1 || rc=$?
+    echo "$((SECONDS - started)) molecule_(all_scenarios) $rc" >>"$times"
+    started=$SECONDS rc=0
+    { scripts/build-controller-image.sh && controller_tests; } >"$logs/controller.log" 2>&1 || rc=$?
+    echo "$((SECONDS - started)) playbook-level_tests_on_Debian_13_(ansible-core_2.21) $rc" >>"$times"
+}
+
 tests() {
     stage "yamllint" yamllint --strict .
-    # ansible-lint runs beside the rest (its output in a log, printed after pytest's): CI is
-    # CPU-bound on two cores, and the first minute of the others (pip in the Debian 13 container,
-    # Molecule's create, pytest's collection) leaves room for it.
-    local lint_log lint_pid lint_rc=0 lint_started=$SECONDS
-    lint_log=$(mktemp /tmp/ansible-lint-XXXXXX.log)
-    log "ansible-lint (production profile, beside; output in $lint_log)"
-    (
-        rc=0
-        ansible-lint --strict || rc=$?
-        echo "$((SECONDS - lint_started))" >"$lint_log.seconds"
-        exit "$rc"
-    ) >"$lint_log" 2>&1 &
-    lint_pid=$!
-    # Molecule runs beside pytest: a scenario is one Ansible run at a time and leaves most of a
-    # core idle (measured on 2 cores: 45% idle during Molecule alone). Measured once: 1561 s for
-    # the two together against 657 + 950 s one after the other in an earlier session, a small
-    # gain. Molecule's output goes to a log that is printed after pytest.
-    local molecule_log molecule_times molecule_pid molecule_rc=0 pytest_rc=0 started=$SECONDS
-    molecule_log=$(mktemp /tmp/molecule-XXXXXX.log)
-    molecule_times=$(mktemp /tmp/molecule-times-XXXXXX)
-    log "molecule (all scenarios, beside pytest; output in $molecule_log)"
-    molecule_scenarios "$molecule_times" >"$molecule_log" 2>&1 &
-    molecule_pid=$!
-    local controller_log controller_pid controller_rc=0 controller_started=$SECONDS
-    controller_log=$(mktemp /tmp/controller-XXXXXX.log)
-    log "playbook-level tests on the Debian 13 controller (ansible-core 2.21, beside; output in $controller_log)"
-    (
-        rc=0
-        # Its image is built here, beside pytest, rather than in setup (32 s there on a fresh machine).
-        scripts/build-controller-image.sh || rc=$?
-        ((rc)) || controller_tests || rc=$?
-        echo "$((SECONDS - controller_started))" >"$controller_log.seconds"
-        exit "$rc"
-    ) >"$controller_log" 2>&1 &
-    controller_pid=$!
+    # CI is CPU-bound on two cores. pytest's two workers are two streams; what runs beside them
+    # (ansible-lint, Molecule, the Debian 13 controller) is one more, in sequence, which fills the
+    # cores while a worker waits (the fleet's drains, a server's readiness) without the cost of
+    # more streams: measured on this 2-core machine (2026-12-07), the same playbook run four or six
+    # at a time cost 7 to 25% more CPU-s per run than two at a time, and CI's processes used about
+    # 2880 CPU-s with five streams against about 2380 for the same work measured stage by stage.
+    local logs beside_pid beside_rc=0 pytest_rc=0 started=$SECONDS
+    logs=$(mktemp -d /tmp/ci-logs-XXXXXX)
+    : >"$logs/times"
+    : >"$logs/molecule-times"
+    log "beside pytest, one after another: ansible-lint, Molecule (all scenarios), the playbook-level tests on the Debian 13 controller (ansible-core 2.21); output in $logs"
+    beside_pytest "$logs/times" "$logs" &
+    beside_pid=$!
     # Files in tests/conftest.py's order (the end-to-end fleet file first), not xdist's by test count.
     # pytest's output is also kept in a log: its failures are printed again at the very end, where
-    # a reader of only the tail of CI's output (Molecule's and the controller's logs come after
-    # pytest's) still finds them.
-    local pytest_log
-    pytest_log=$(mktemp /tmp/pytest-XXXXXX.log)
-    stage "pytest" run_pytest "$pytest_log" "$@" || pytest_rc=$?
-    wait "$lint_pid" || lint_rc=$?
-    wait "$molecule_pid" || molecule_rc=$?
-    wait "$controller_pid" || controller_rc=$?
-    log "ansible-lint's output"
-    cat "$lint_log"
-    log "molecule's output"
-    cat "$molecule_log"
-    log "the Debian 13 controller's output"
-    cat "$controller_log"
-    stage_times+=("$(printf '%4d s  %s' "$(cat "$lint_log.seconds" 2>/dev/null || echo 0)" "ansible-lint (production profile)")")
-    stage_times+=("$(printf '%4d s  %s' "$(cat "$controller_log.seconds" 2>/dev/null || echo 0)" "playbook-level tests on Debian 13 (ansible-core 2.21)")")
-    while read -r line; do stage_times+=("$line"); done <"$molecule_times"
+    # a reader of only the tail of CI's output (the others' logs come after pytest's) still finds them.
+    stage "pytest" run_pytest "$logs/pytest.log" "$@" || pytest_rc=$?
+    wait "$beside_pid" || beside_rc=$?
+    local failed=() seconds name rc line
+    for name in ansible-lint molecule controller; do
+        log "$name's output"
+        cat "$logs/$name.log" 2>/dev/null || true
+    done
+    while read -r seconds name rc; do
+        stage_times+=("$(printf '%4d s  %s' "$seconds" "${name//_/ }")")
+        ((rc == 0)) || failed+=("${name//_/ } (exit $rc)")
+    done <"$logs/times"
+    while read -r line; do stage_times+=("  $line"); done <"$logs/molecule-times"
     stage_times+=("$(printf '%4d s  %s' $((SECONDS - started)) "all of the above, together")")
-    rm -f "$molecule_log" "$molecule_times" "$controller_log" "$controller_log.seconds" "$lint_log" "$lint_log.seconds"
     print_stage_times
-    if ((lint_rc)); then log "ansible-lint failed (exit $lint_rc)"; fi
-    if ((molecule_rc)); then log "molecule failed (exit $molecule_rc)"; fi
-    if ((controller_rc)); then log "the Debian 13 controller's tests failed (exit $controller_rc)"; fi
+    # A stage that never wrote its line did not finish.
+    if ((beside_rc != 0 || $(wc -l <"$logs/times") != 3)); then failed+=("the stages beside pytest (exit $beside_rc)"); fi
+    for name in "${failed[@]}"; do log "failed: $name"; done
     if ((pytest_rc)); then
         log "pytest's failures (again: their first assertion lines, then the short summary)"
-        grep -E '^(_{3,} .* _{3,}|E  )' "$pytest_log" | head -n 40 | cut -c1-300 || true
-        sed -n '/short test summary info/,$p' "$pytest_log" | cut -c1-600
+        grep -E '^(_{3,} .* _{3,}|E  )' "$logs/pytest.log" | head -n 40 | cut -c1-300 || true
+        sed -n '/short test summary info/,$p' "$logs/pytest.log" | cut -c1-600
         log "pytest failed (exit $pytest_rc)"
     fi
-    rm -f "$pytest_log"
-    ((!lint_rc && !molecule_rc && !controller_rc && !pytest_rc))
+    rm -rf "$logs"
+    ((${#failed[@]} == 0 && !pytest_rc))
 }
 
 command=${1:-}

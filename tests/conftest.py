@@ -299,8 +299,48 @@ def pytest_collection_modifyitems(items: list) -> None:
     items.sort(key=lambda item: (item.path.name not in RUN_FIRST, -tests_in[item.path]))
 
 
+def _cpu_seconds() -> float:
+    """CPU of this process and of the children it waited for (ansible-playbook, its local modules)."""
+    import resource
+
+    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    item.stash[_CPU_AT_START] = _cpu_seconds()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    # Each test's CPU (its fixtures' too; not what runs in Docker) rides on its teardown report, which
+    # pytest-xdist carries to the controller: the summary sums them per file.
+    if call.when == "teardown" and _CPU_AT_START in item.stash:
+        item.user_properties.append(("cpu_s", _cpu_seconds() - item.stash[_CPU_AT_START]))
+    yield
+
+
+_CPU_AT_START = pytest.StashKey[float]()
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
-    """Print the whole test command's wall time (set by scripts/dev.sh) before pytest's last line."""
+    """Print the CPU each file cost (the top 12) and the whole test command's wall time (set by
+    scripts/dev.sh) before pytest's last line: where CI's time goes, in every run."""
+    per_file: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            for key, value in getattr(report, "user_properties", ()):
+                if key == "cpu_s" and getattr(report, "when", "") == "teardown":
+                    name = report.nodeid.split("::")[0]
+                    per_file[name] = per_file.get(name, 0.0) + value
+    if per_file:
+        total = sum(per_file.values())
+        terminalreporter.write_line(f"CPU-s per test file (pytest and the local processes it waited for), "
+                                    f"{total:.0f} in all:")
+        for name, seconds in sorted(per_file.items(), key=lambda kv: -kv[1])[:12]:
+            terminalreporter.write_line(f"  {seconds:7.1f}  {name}")
     started = os.environ.get("CI_STARTED_AT")
     if started and started.isdigit():
         import time
