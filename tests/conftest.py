@@ -286,17 +286,23 @@ def run_cases(private: Path, playbook: str, cases: dict[str, dict], cmdline: lis
     return {name: _run_of(runner, stdout, {name}) for name in cases}
 
 
-# A file that runs for minutes goes first, so that no pytest-xdist worker is left with it at the
-# end: with --no-loadscope-reorder (scripts/dev.sh test) xdist hands files out in this order. The
-# others follow as xdist's own reorder would put them, the files with the most tests first.
-RUN_FIRST = ("test_fleet_roll.py",)
+# The files that cost most go first, largest first, so that no pytest-xdist worker is left with one
+# at the end while the other has nothing to do: with --no-loadscope-reorder (scripts/dev.sh test)
+# xdist hands files out in this order. The fleet (minutes of wall time, much of it waiting on its
+# containers) leads; the others are in the order of their CPU-s as this summary printed them in CI
+# (2026-12-07). The rest follow as xdist's own reorder would put them, the most tests first.
+RUN_FIRST = ("test_fleet_roll.py", "test_proxmox_backend.py", "test_playbook_autotune_input.py",
+             "test_playbook_bench.py", "test_playbook_autotune.py", "test_model_fetch.py",
+             "test_sglang_install.py", "test_sglang_install_faults.py", "test_model_mount.py",
+             "test_proxmox_refusals.py", "test_autotune_kill.py", "test_playbook_validate.py")
 
 
 def pytest_collection_modifyitems(items: list) -> None:
     tests_in = {}
     for item in items:
         tests_in[item.path] = tests_in.get(item.path, 0) + 1
-    items.sort(key=lambda item: (item.path.name not in RUN_FIRST, -tests_in[item.path]))
+    first = {name: rank for rank, name in enumerate(RUN_FIRST)}
+    items.sort(key=lambda item: (first.get(item.path.name, len(first)), -tests_in[item.path]))
 
 
 def _cpu_seconds() -> float:
