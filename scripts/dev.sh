@@ -195,18 +195,22 @@ run_pytest() {
 
 # What runs beside pytest, one after another (one stream): ansible-lint, Molecule's scenarios, then
 # the Debian 13 controller's image and tests. Each one's output goes to its own log in $2 and its
-# time and exit status to $1 ("SECONDS NAME RC" lines), printed by the caller after pytest's.
+# time and exit status to $1 ("SECONDS RC NAME" lines), printed by the caller after pytest's.
 beside_pytest() {
-    local times=$1 logs=$2 started rc
-    started=$SECONDS rc=0
-    ansible-lint --strict >"$logs/ansible-lint.log" 2>&1 || rc=$?
-    echo "$((SECONDS - started)) ansible-lint_(production_profile) $rc" >>"$times"
-    started=$SECONDS rc=0
-    molecule_scenarios "$logs/molecule-times" >"$logs/molecule.log" 2>&1 || rc=$?
-    echo "$((SECONDS - started)) molecule_(all_scenarios) $rc" >>"$times"
-    started=$SECONDS rc=0
-    { scripts/build-controller-image.sh && controller_tests; } >"$logs/controller.log" 2>&1 || rc=$?
-    echo "$((SECONDS - started)) playbook-level_tests_on_Debian_13_(ansible-core_2.21) $rc" >>"$times"
+    local times=$1 logs=$2
+    timed() {   # timed NAME LOG COMMAND...
+        local name=$1 out=$2 started=$SECONDS rc=0
+        shift 2
+        "$@" >"$logs/$out" 2>&1 || rc=$?
+        echo "$((SECONDS - started)) $rc $name" >>"$times"
+    }
+    timed "ansible-lint (production profile)" ansible-lint.log ansible-lint --strict
+    timed "molecule (all scenarios)" molecule.log molecule_scenarios "$logs/molecule-times"
+    timed "playbook-level tests on Debian 13 (ansible-core 2.21)" controller.log controller_image_and_tests
+}
+
+controller_image_and_tests() {
+    scripts/build-controller-image.sh && controller_tests
 }
 
 tests() {
@@ -224,7 +228,7 @@ tests() {
     log "beside pytest, one after another: ansible-lint, Molecule (all scenarios), the playbook-level tests on the Debian 13 controller (ansible-core 2.21); output in $logs"
     beside_pytest "$logs/times" "$logs" &
     beside_pid=$!
-    # Files in tests/conftest.py's order (the end-to-end fleet file first), not xdist's by test count.
+    # Files in tests/conftest.py's order (the costliest first, the fleet leading), not xdist's by test count.
     # pytest's output is also kept in a log: its failures are printed again at the very end, where
     # a reader of only the tail of CI's output (the others' logs come after pytest's) still finds them.
     stage "pytest" run_pytest "$logs/pytest.log" "$@" || pytest_rc=$?
@@ -234,9 +238,9 @@ tests() {
         log "$name's output"
         cat "$logs/$name.log" 2>/dev/null || true
     done
-    while read -r seconds name rc; do
-        stage_times+=("$(printf '%4d s  %s' "$seconds" "${name//_/ }")")
-        ((rc == 0)) || failed+=("${name//_/ } (exit $rc)")
+    while read -r seconds rc name; do
+        stage_times+=("$(printf '%4d s  %s' "$seconds" "$name")")
+        ((rc == 0)) || failed+=("$name (exit $rc)")
     done <"$logs/times"
     while read -r line; do stage_times+=("  $line"); done <"$logs/molecule-times"
     stage_times+=("$(printf '%4d s  %s' $((SECONDS - started)) "all of the above, together")")

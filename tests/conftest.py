@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import shlex
 import subprocess
 import sys
@@ -307,10 +308,8 @@ def pytest_collection_modifyitems(items: list) -> None:
 
 def _cpu_seconds() -> float:
     """CPU of this process and of the children it waited for (ansible-playbook, its local modules)."""
-    import resource
-
-    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
-               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    usages = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(usage.ru_utime + usage.ru_stime for usage in usages)
 
 
 @pytest.hookimpl(hookwrapper=True)
