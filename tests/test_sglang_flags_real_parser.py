@@ -30,7 +30,9 @@ def parser_venv() -> Path:
     python = venv / "bin" / "python"
     if not (venv / ".complete").is_file():
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        # --no-compile: Python writes the bytecode of what it imports, on first import; pip's default
+        # compiles all of torch, triton and transformers, most of which the parser never imports.
+        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile"]
         # From this machine's disk (the CPU build); a range or a bare name would fetch CUDA's.
         subprocess.run([*pip, "torch==2.13.0"], check=True)
         subprocess.run([*pip, "--no-deps", "-r", str(REQUIREMENTS)], check=True)
