@@ -18,12 +18,19 @@ from conftest import REPO, sglang_wheel, tree_digest, wheel_cache
 ROLE = REPO / "roles" / "sglang"
 
 
+# Without the bytecode of SGLang's 2000 to 4700 files: compiling it (about 8 CPU-s an install of
+# 0.5.12) is the installer's work, not what these tests are about. pip and uv both read pip's
+# --no-compile, and uv takes the last of its flags (after the role's --compile-bytecode), so the
+# role's argv is unchanged: test_sglang_venvs checks it, and Molecule and the fleet install with bytecode.
+NO_BYTECODE = "--no-compile"
+
+
 def request(version: str, installer: str = "uv") -> dict:
     return {"source": "pypi", "version": version, "git": "", "torch": "", "flashinfer": "",
             "heavy_dependencies": False,
             "indexes": {"nightly": "", "torch": "", "flashinfer": "", "flashinfer_nightly": ""},
-            "extra_args": f"--no-index --find-links {wheel_cache()}", "python": "/usr/bin/python3",
-            "installer": installer}
+            "extra_args": f"--no-index --find-links {wheel_cache()} {NO_BYTECODE}",
+            "python": "/usr/bin/python3", "installer": installer}
 
 
 def start_install(root: Path, check: bool = False, **args) -> subprocess.Popen:
@@ -141,7 +148,8 @@ def test_a_second_run_waits_for_a_killed_runs_installer_and_decides_from_what_it
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        served = dict(request("0.5.12"), extra_args=f"--no-index --find-links http://127.0.0.1:{server.server_port}/")
+        index = f"http://127.0.0.1:{server.server_port}/"
+        served = dict(request("0.5.12"), extra_args=f"--no-index --find-links {index} {NO_BYTECODE}")
         assert install(root, request=served)["decision"] == "install"
         wanted = dict(served, version="0.5.23")
         first = start_install(root, request=wanted)           # the killed run's installer, still going
