@@ -315,11 +315,14 @@ def run_cases(private: Path, playbook: str, cases: dict[str, dict], cmdline: lis
 # at the end while the other has nothing to do: with --no-loadscope-reorder (scripts/dev.sh test)
 # xdist hands files out in this order. The fleet (minutes of wall time, much of it waiting on its
 # containers) leads; the others are in the order of their CPU-s as this summary printed them in CI
-# (2026-12-07). The rest follow as xdist's own reorder would put them, the most tests first.
+# (2026-12-07). The rest follow as xdist's own reorder would put them, the most tests first; a file of
+# one costly test goes in this list, or it comes last (the parser's virtualenv, about 60 CPU-s on a
+# fresh machine, left one worker alone for the last minute of CI: vmstat showed a core idle).
 RUN_FIRST = ("test_fleet_roll.py", "test_proxmox_backend.py", "test_playbook_autotune_input.py",
              "test_playbook_bench.py", "test_playbook_autotune.py", "test_model_fetch.py",
-             "test_sglang_install.py", "test_sglang_install_faults.py", "test_model_mount.py",
-             "test_proxmox_refusals.py", "test_autotune_kill.py", "test_playbook_validate.py")
+             "test_sglang_install.py", "test_sglang_install_faults.py", "test_sglang_flags_real_parser.py",
+             "test_model_mount.py", "test_proxmox_refusals.py", "test_autotune_kill.py", "test_playbook_validate.py",
+             "test_playbook_bench_answers.py", "test_playbook_bench_key.py")
 
 
 def pytest_collection_modifyitems(items: list) -> None:
