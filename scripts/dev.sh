@@ -190,7 +190,6 @@ molecule_scenarios() {
     local times=$1 scenario started
     # Molecule's own runs on this machine keep AnsiballZ's compiled sources as pytest's do (the
     # targets' image has it built in): tests/zipimport_cache/zipimport_code_cache.py.
-    export ZIPIMPORT_CODE_CACHE=${ZIPIMPORT_CODE_CACHE-$HOME/.cache/sglang-deploy/zipimport-code}
     export PYTHONPATH=$repo/tests/zipimport_cache${PYTHONPATH:+:$PYTHONPATH}
     for scenario in molecule/*/molecule.yml; do
         scenario=$(basename "$(dirname "$scenario")")

@@ -53,9 +53,8 @@ def wheel_cache() -> Path:
 
 # Each Python the tests start (ansible-playbook, ansible-runner's, a module on the local connection)
 # keeps the compiled code of AnsiballZ's sources: tests/zipimport_cache/zipimport_code_cache.py says
-# why and how. ZIPIMPORT_CODE_CACHE= (empty) turns it off.
+# why, how and where. ZIPIMPORT_CODE_CACHE= (empty) turns it off.
 CODE_CACHE_HOOK = str(REPO / "tests" / "zipimport_cache")
-os.environ.setdefault("ZIPIMPORT_CODE_CACHE", str(wheel_cache().parent / "zipimport-code"))
 if CODE_CACHE_HOOK not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [CODE_CACHE_HOOK, os.environ.get("PYTHONPATH")]))
 

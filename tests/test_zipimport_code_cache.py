@@ -49,7 +49,7 @@ def test_a_corrupt_or_foreign_entry_is_compiled_again(tmp_path):
         (tmp_path / cache.key(SOURCE)).write_bytes(junk)
         code = cache.compile_cached(str(tmp_path), compile_source, "m.py", SOURCE)
         assert code == compile_source("m.py", SOURCE)
-    assert cache.read(str(tmp_path), SOURCE) == compile_source("m.py", SOURCE)   # rewritten whole
+    assert cache.read(str(tmp_path / cache.key(SOURCE))) == compile_source("m.py", SOURCE)   # rewritten whole
 
 
 def test_a_cache_that_cannot_be_written_compiles_as_without_it(tmp_path):
@@ -61,7 +61,7 @@ def test_a_cache_that_cannot_be_written_compiles_as_without_it(tmp_path):
 
 
 def test_a_python_started_by_the_tests_imports_from_a_zip_through_the_cache(tmp_path):
-    """As a module run does: PYTHONPATH and ZIPIMPORT_CODE_CACHE from tests/conftest.py, a zip on sys.path."""
+    """As a module run does: PYTHONPATH from tests/conftest.py, a zip on sys.path; by default in ~/.cache."""
     assert CODE_CACHE_HOOK in os.environ["PYTHONPATH"].split(os.pathsep)
     for run in ("one", "two"):
         payload = tmp_path / run / "payload.zip"
@@ -76,6 +76,10 @@ def test_a_python_started_by_the_tests_imports_from_a_zip_through_the_cache(tmp_
                               check=True)
         assert done.stdout.split("\n")[:2] == [str(tmp_path / "cache"), str(payload / "m.py")], done
     assert len(list((tmp_path / "cache").iterdir())) == 1
+    default = subprocess.run([sys.executable, "-c", "import zipimport; print(zipimport._compile_source.code_cache)"],
+                             env={k: v for k, v in os.environ.items() if k != "ZIPIMPORT_CODE_CACHE"},
+                             capture_output=True, text=True, check=True)
+    assert default.stdout.strip() == str(Path.home() / ".cache" / "sglang-deploy" / "zipimport-code")
     off = subprocess.run([sys.executable, "-c", "import zipimport; print(hasattr(zipimport._compile_source, 'code_cache'))"],
                          env=dict(os.environ, ZIPIMPORT_CODE_CACHE=""), capture_output=True, text=True, check=True)
     assert off.stdout.strip() == "False"

@@ -10,10 +10,10 @@ a source that differs in one byte is compiled again. What is read back is the co
 compile() gave for those bytes, with the file name of this import put back (the zip's temporary
 path differs each run), so a traceback names the file as without the cache.
 
-Enabled by ZIPIMPORT_CODE_CACHE (a directory) in the environment, through
-tests/zipimport_cache/sitecustomize.py on PYTHONPATH (tests/conftest.py sets both for pytest and
-what it starts; scripts/dev.sh for Molecule), and always in the test image
-(scripts/build-base-image.sh, a .pth file). Any failure to read or write the cache compiles as
+In each Python that has tests/zipimport_cache/sitecustomize.py on PYTHONPATH (tests/conftest.py
+puts it there for pytest and what it starts, scripts/dev.sh for Molecule), keeping its entries in
+ZIPIMPORT_CODE_CACHE, by default ~/.cache/sglang-deploy/zipimport-code, and off where that is empty;
+and always in the test image (scripts/build-base-image.sh, a .pth file naming its own directory). Any failure to read or write the cache compiles as
 without it: a read-only or full disk, a corrupt entry, an interpreter without
 zipimport._compile_source.
 """
@@ -27,6 +27,7 @@ import zipimport
 from types import CodeType
 
 ENV = "ZIPIMPORT_CODE_CACHE"
+DEFAULT = os.path.join(os.path.expanduser("~"), ".cache", "sglang-deploy", "zipimport-code")
 
 
 def key(source: bytes) -> str:
@@ -43,17 +44,16 @@ def with_filename(code: CodeType, filename: str) -> CodeType:
     return code.replace(co_filename=filename, co_consts=consts)
 
 
-def read(directory: str, source: bytes) -> CodeType | None:
+def read(path: str) -> CodeType | None:
     try:
-        with open(os.path.join(directory, key(source)), "rb") as entry:
+        with open(path, "rb") as entry:
             code = marshal.load(entry)
     except (OSError, EOFError, ValueError, TypeError):
         return None
     return code if isinstance(code, CodeType) else None
 
 
-def write(directory: str, source: bytes, code: CodeType) -> None:
-    path = os.path.join(directory, key(source))
+def write(directory: str, path: str, code: CodeType) -> None:
     partial = f"{path}.{os.getpid()}.partial"
     try:
         os.makedirs(directory, exist_ok=True)
@@ -69,17 +69,19 @@ def write(directory: str, source: bytes, code: CodeType) -> None:
 
 def compile_cached(directory: str, compile_source, pathname: str, source: bytes) -> CodeType:
     """What compile_source(pathname, source) returns, from the cache when it holds these bytes."""
-    code = read(directory, source)
+    path = os.path.join(directory, key(source))
+    code = read(path)
     if code is not None:
         return with_filename(code, pathname)
     code = compile_source(pathname, source)
-    write(directory, source, code)
+    write(directory, path, code)
     return code
 
 
 def install(directory: str | None = None) -> bool:
-    """Route zipimport's compile through the cache; False where this interpreter has no such hook."""
-    directory = directory or os.environ.get(ENV)
+    """Route zipimport's compile through the cache in directory (else ZIPIMPORT_CODE_CACHE, else
+    DEFAULT); False where that is empty or this interpreter has no such hook."""
+    directory = directory or os.environ.get(ENV, DEFAULT)
     original = getattr(zipimport, "_compile_source", None)
     if not directory or original is None or getattr(original, "code_cache", None):
         return False
