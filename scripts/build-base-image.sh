@@ -2,7 +2,7 @@
 # Build the local systemd Debian 12 image that stands in for the LXC container
 # (the demo target and Molecule's platform). No registry is reachable from the
 # test machines, so the image is made from Debian packages with mmdebstrap.
-# Rebuilt when missing, when tests/zipimport_cache/zipimport_code_cache.py changed (the image's
+# Rebuilt when missing, when tests/run_caches/zipimport_code_cache.py changed (the image's
 # label holds its sha256), or with --force.
 #
 # The image's system Python loads that module at start-up (a .pth file): every module run there
@@ -13,7 +13,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 image=${SGLANG_BASE_IMAGE:-local/debian12-systemd:latest}
-hook=$repo/tests/zipimport_cache/zipimport_code_cache.py
+hook=$repo/tests/run_caches/zipimport_code_cache.py
 hook_sha=$(sha256sum "$hook" | cut -d' ' -f1)
 if [[ "${1:-}" != "--force" ]] && [[ "$(docker image inspect "$image" \
         --format '{{ index .Config.Labels "sglang-deploy.zipimport-code-cache" }}' 2>/dev/null)" == "$hook_sha" ]]; then

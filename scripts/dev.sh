@@ -188,9 +188,6 @@ fleet_roll() {
 # Molecule's scenarios, one after another; each one's time goes to $1.
 molecule_scenarios() {
     local times=$1 scenario started
-    # Molecule's own runs on this machine keep AnsiballZ's compiled sources as pytest's do (the
-    # targets' image has it built in): tests/zipimport_cache/zipimport_code_cache.py.
-    export PYTHONPATH=$repo/tests/zipimport_cache${PYTHONPATH:+:$PYTHONPATH}
     for scenario in molecule/*/molecule.yml; do
         scenario=$(basename "$(dirname "$scenario")")
         started=$SECONDS
@@ -213,6 +210,10 @@ run_pytest() {
 # time and exit status to $1 ("SECONDS RC NAME" lines), printed by the caller after pytest's.
 beside_pytest() {
     local times=$1 logs=$2
+    # ansible-lint's and Molecule's runs on this machine keep AnsiballZ's compiled sources and the
+    # YAML of Ansible's own files as pytest's do (tests/conftest.py; the targets' image has the
+    # first built in): tests/run_caches/.
+    export PYTHONPATH=$repo/tests/run_caches${PYTHONPATH:+:$PYTHONPATH}
     timed() {   # timed NAME LOG COMMAND...
         local name=$1 out=$2 started=$SECONDS rc=0
         shift 2

@@ -52,11 +52,12 @@ def wheel_cache() -> Path:
 
 
 # Each Python the tests start (ansible-playbook, ansible-runner's, a module on the local connection)
-# keeps the compiled code of AnsiballZ's sources: tests/zipimport_cache/zipimport_code_cache.py says
-# why, how and where. ZIPIMPORT_CODE_CACHE= (empty) turns it off.
-CODE_CACHE_HOOK = str(REPO / "tests" / "zipimport_cache")
-if CODE_CACHE_HOOK not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [CODE_CACHE_HOOK, os.environ.get("PYTHONPATH")]))
+# keeps the compiled code of AnsiballZ's sources and the YAML Ansible parses out of its own files:
+# tests/run_caches/zipimport_code_cache.py and ansible_yaml_cache.py say why, how and where.
+# ZIPIMPORT_CODE_CACHE= and ANSIBLE_YAML_CACHE= (empty) turn them off.
+RUN_CACHE_HOOK = str(REPO / "tests" / "run_caches")
+if RUN_CACHE_HOOK not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [RUN_CACHE_HOOK, os.environ.get("PYTHONPATH")]))
 
 
 def sglang_wheel(version: str) -> Path:

@@ -1,4 +1,4 @@
-"""The tests' compile cache for zip imports (tests/zipimport_cache): the code read back is the code
+"""The tests' compile cache for zip imports (tests/run_caches): the code read back is the code
 compile() gives for those bytes and that path; any fault of the cache compiles as without it."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import zipfile
 import zipimport
 from pathlib import Path
 
-from conftest import CODE_CACHE_HOOK
+from conftest import RUN_CACHE_HOOK
 
-sys.path.insert(0, CODE_CACHE_HOOK)
+sys.path.insert(0, RUN_CACHE_HOOK)
 import zipimport_code_cache as cache  # noqa: E402  (test infrastructure, not shipped: on PYTHONPATH in the tests)
 
 SOURCE = b"def f():\n    def g():\n        raise ValueError('from g')\n    return g()\n\nVALUE = 42\n"
@@ -62,7 +62,7 @@ def test_a_cache_that_cannot_be_written_compiles_as_without_it(tmp_path):
 
 def test_a_python_started_by_the_tests_imports_from_a_zip_through_the_cache(tmp_path):
     """As a module run does: PYTHONPATH from tests/conftest.py, a zip on sys.path; by default in ~/.cache."""
-    assert CODE_CACHE_HOOK in os.environ["PYTHONPATH"].split(os.pathsep)
+    assert RUN_CACHE_HOOK in os.environ["PYTHONPATH"].split(os.pathsep)
     for run in ("one", "two"):
         payload = tmp_path / run / "payload.zip"
         payload.parent.mkdir()

@@ -10,7 +10,7 @@ a source that differs in one byte is compiled again. What is read back is the co
 compile() gave for those bytes, with the file name of this import put back (the zip's temporary
 path differs each run), so a traceback names the file as without the cache.
 
-In each Python that has tests/zipimport_cache/sitecustomize.py on PYTHONPATH (tests/conftest.py
+In each Python that has tests/run_caches/sitecustomize.py on PYTHONPATH (tests/conftest.py
 puts it there for pytest and what it starts, scripts/dev.sh for Molecule), keeping its entries in
 ZIPIMPORT_CODE_CACHE, by default ~/.cache/sglang-deploy/zipimport-code, and off where that is empty;
 and always in the test image (scripts/build-base-image.sh, a .pth file naming its own directory). Any failure to read or write the cache compiles as

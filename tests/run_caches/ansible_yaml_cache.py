@@ -1,0 +1,194 @@
+"""A cache of the YAML that Ansible parses out of its own installed files on every run.
+
+Test infrastructure only: never shipped, never on a target, never in a benchmark. Each
+ansible-playbook process parses the same YAML of Ansible's own before its first task: the
+collection loader's routing table (`ansible/config/ansible_builtin_runtime.yml`, through
+`_meta_yml_to_dict`, which Ansible documents as a hook that other tools replace to cache its
+output), the configuration definitions (`ansible/config/base.yml`) and the DOCUMENTATION of each
+plugin it loads (its options). That is about 0.25 CPU-s of a run's 0.65 on this project's 2-core
+test machines, and the tests start about a thousand runs. This keeps each result once, keyed by
+the exact input (its bytes, and for a tagged string its tags, as pickle writes them), the loader's
+name and the Python and PyYAML versions, and hands every call a fresh unpickled copy, so no caller
+shares or sees another's objects. Only input read from the installed `ansible` and
+`ansible_collections` packages is cached: a playbook, an inventory or a role's YAML is always
+parsed as without the cache.
+
+Installed by tests/run_caches/sitecustomize.py where PYTHONPATH names that folder (tests/
+conftest.py for pytest and what it starts, scripts/dev.sh for Molecule), with entries in
+ANSIBLE_YAML_CACHE, by default ~/.cache/sglang-deploy/ansible-yaml, and off where that is empty.
+Nothing is imported at start-up: the first import of `yaml` or of Ansible's collection finder
+applies the hook. Any failure to read or write the cache, or an input it cannot key, parses as
+without it.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import os
+import sys
+
+ENV = "ANSIBLE_YAML_CACHE"
+DEFAULT = os.path.join(os.path.expanduser("~"), ".cache", "sglang-deploy", "ansible-yaml")
+FINDER_MODULE = "ansible.utils.collection_loader._collection_finder"
+
+
+def installed_roots() -> tuple[str, ...]:
+    """The folders of the installed ansible and ansible_collections packages (empty before import)."""
+    ansible = sys.modules.get("ansible")
+    paths = list(getattr(ansible, "__path__", None) or [])
+    return tuple(os.path.join(os.path.realpath(p), "") for p in paths) + tuple(
+        os.path.join(os.path.dirname(os.path.realpath(p)), "ansible_collections", "") for p in paths)
+
+
+def is_installed(path: str | bytes | None) -> bool:
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    return isinstance(path, str) and os.path.realpath(path).startswith(installed_roots() or ("\0",))
+
+
+def digest(*parts: bytes) -> str:
+    import hashlib
+
+    versions = f"{sys.implementation.cache_tag}\0{getattr(sys.modules.get('yaml'), '__version__', '')}"
+    sha = hashlib.sha256(versions.encode())
+    for part in parts:
+        sha.update(len(part).to_bytes(8, "little") + part)
+    return sha.hexdigest()
+
+
+def load_key(stream, loader) -> tuple[str | None, object]:
+    """(the entry's name, the input to parse) of a yaml.load call, or (None, stream) if not cached."""
+    import pickle
+
+    name = f"{loader.__module__}.{loader.__qualname__}".encode()
+    if isinstance(stream, str) and type(stream) is not str:
+        # A string Ansible tagged with its origin: a plugin's DOCUMENTATION or a doc fragment.
+        origin = getattr(sys.modules.get("ansible._internal._datatag._tags"), "Origin", None)
+        tag = origin.get_tag(stream) if origin is not None else None
+        if tag is None or not is_installed(getattr(tag, "path", None)):
+            return None, stream
+        return digest(b"tagged", name, pickle.dumps(stream, protocol=5)), stream
+    path = getattr(stream, "name", None)
+    if hasattr(stream, "read") and not loader.__module__.startswith("ansible") and is_installed(path):
+        # A file of Ansible's own read with a plain loader (config/base.yml).
+        data = stream.read()
+        return digest(b"file", name, os.fsencode(path), data if isinstance(data, bytes) else data.encode()), data
+    return None, stream
+
+
+def read(path: str):
+    import pickle
+
+    try:
+        with open(path, "rb") as entry:
+            return True, pickle.load(entry)
+    except Exception:   # absent, unreadable, truncated or from another version: parse instead
+        return False, None
+
+
+def write(directory: str, path: str, value) -> None:
+    import pickle
+
+    partial = f"{path}.{os.getpid()}.partial"
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with open(partial, "wb") as entry:
+            pickle.dump(value, entry, protocol=5)
+        os.replace(partial, path)   # whole or absent: never a half-written entry under the key
+    except Exception:
+        try:
+            os.unlink(partial)
+        except OSError:
+            pass
+
+
+def cached(directory: str, key: str | None, parse):
+    """parse(), or its result kept under key in directory."""
+    if key is None:
+        return parse()
+    path = os.path.join(directory, key + ".pickle")
+    found, value = read(path)
+    if found:
+        return value
+    value = parse()
+    write(directory, path, value)
+    return value
+
+
+def cache_yaml_load(directory: str, yaml_module) -> None:
+    original = yaml_module.load
+
+    def load(stream, Loader):   # noqa: N803 (PyYAML's own keyword)
+        try:
+            key, stream = load_key(stream, Loader)
+        except Exception:
+            key = None
+        return cached(directory, key, lambda: original(stream, Loader))
+
+    load.ansible_yaml_cache = directory
+    yaml_module.load = load
+
+
+def cache_routing(directory: str, finder_module) -> None:
+    original = getattr(finder_module, "_meta_yml_to_dict", None)
+    if original is None:
+        return
+
+    def meta_yml_to_dict(yaml_string_data, content_id):
+        data = yaml_string_data if isinstance(yaml_string_data, bytes) else str(yaml_string_data).encode()
+        key = digest(b"routing", repr(content_id).encode(), data)
+        return cached(directory, key, lambda: original(yaml_string_data, content_id))
+
+    finder_module._meta_yml_to_dict = meta_yml_to_dict
+
+
+class _Then(importlib.abc.Loader):
+    """A module's own loader, then patch(module) once it has run."""
+
+    def __init__(self, loader, patch) -> None:
+        self._loader, self._patch = loader, patch
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self._loader.exec_module(module)
+        try:
+            self._patch(module)
+        except Exception:
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    def __init__(self, patches: dict) -> None:
+        self._patches = patches
+
+    def find_spec(self, fullname, path, target=None):
+        patch = self._patches.get(fullname)
+        if patch is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _Then(spec.loader, patch)
+                return spec
+        return None
+
+
+def install(directory: str | None = None) -> bool:
+    """Cache through directory (else ANSIBLE_YAML_CACHE, else DEFAULT) from the first import of
+    yaml and of Ansible's collection finder; False where that is empty or yaml is already imported."""
+    directory = directory or os.environ.get(ENV, DEFAULT)
+    if not directory or "yaml" in sys.modules or any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
+        return False
+    sys.meta_path.insert(0, _PatchOnImport({
+        "yaml": lambda module: cache_yaml_load(directory, module),
+        FINDER_MODULE: lambda module: cache_routing(directory, module),
+    }))
+    return True
