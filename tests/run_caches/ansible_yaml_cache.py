@@ -27,6 +27,8 @@ import importlib.abc
 import os
 import sys
 
+import zipimport_code_cache
+
 ENV = "ANSIBLE_YAML_CACHE"
 DEFAULT = os.path.join(os.path.expanduser("~"), ".cache", "sglang-deploy", "ansible-yaml")
 FINDER_MODULE = "ansible.utils.collection_loader._collection_finder"
@@ -89,17 +91,7 @@ def read(path: str):
 def write(directory: str, path: str, value) -> None:
     import pickle
 
-    partial = f"{path}.{os.getpid()}.partial"
-    try:
-        os.makedirs(directory, exist_ok=True)
-        with open(partial, "wb") as entry:
-            pickle.dump(value, entry, protocol=5)
-        os.replace(partial, path)   # whole or absent: never a half-written entry under the key
-    except Exception:
-        try:
-            os.unlink(partial)
-        except OSError:
-            pass
+    zipimport_code_cache.write(directory, path, value, lambda value, entry: pickle.dump(value, entry, protocol=5))
 
 
 def cached(directory: str, key: str | None, parse):

@@ -53,14 +53,15 @@ def read(path: str) -> CodeType | None:
     return code if isinstance(code, CodeType) else None
 
 
-def write(directory: str, path: str, code: CodeType) -> None:
+def write(directory: str, path: str, value, dump=marshal.dump) -> None:
+    """dump(value) into path in directory, whole or not at all; a fault leaves nothing behind."""
     partial = f"{path}.{os.getpid()}.partial"
     try:
         os.makedirs(directory, exist_ok=True)
         with open(partial, "wb") as entry:
-            marshal.dump(code, entry)
+            dump(value, entry)
         os.replace(partial, path)   # whole or absent: never a half-written entry under the key
-    except OSError:
+    except Exception:   # the disk, or a value dump cannot write
         try:
             os.unlink(partial)
         except OSError:
