@@ -23,11 +23,11 @@ without it.
 
 from __future__ import annotations
 
-import importlib.abc
 import os
 import sys
 
 import zipimport_code_cache
+from on_import import PatchOnImport
 
 ENV = "ANSIBLE_YAML_CACHE"
 DEFAULT = os.path.join(os.path.expanduser("~"), ".cache", "sglang-deploy", "ansible-yaml")
@@ -134,53 +134,13 @@ def cache_routing(directory: str, finder_module) -> None:
     finder_module._meta_yml_to_dict = meta_yml_to_dict
 
 
-class _Then(importlib.abc.Loader):
-    """A module's own loader, then patch(module) once it has run."""
-
-    def __init__(self, loader, patch) -> None:
-        self._loader, self._patch = loader, patch
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module) -> None:
-        self._loader.exec_module(module)
-        try:
-            self._patch(module)
-        except Exception:
-            pass
-
-    def __getattr__(self, name):
-        return getattr(self._loader, name)
-
-
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    def __init__(self, patches: dict) -> None:
-        self._patches = patches
-
-    def find_spec(self, fullname, path, target=None):
-        patch = self._patches.get(fullname)
-        if patch is None:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Then(spec.loader, patch)
-                return spec
-        return None
-
-
 def install(directory: str | None = None) -> bool:
     """Cache through directory (else ANSIBLE_YAML_CACHE, else DEFAULT) from the first import of
-    yaml and of Ansible's collection finder; False where that is empty or yaml is already imported."""
+    yaml and of Ansible's collection finder; False where that is empty or either is already imported."""
     directory = directory or os.environ.get(ENV, DEFAULT)
-    if not directory or "yaml" in sys.modules or any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
+    if not directory:
         return False
-    sys.meta_path.insert(0, _PatchOnImport({
+    return PatchOnImport.add({
         "yaml": lambda module: cache_yaml_load(directory, module),
         FINDER_MODULE: lambda module: cache_routing(directory, module),
-    }))
-    return True
+    })
