@@ -210,9 +210,8 @@ run_pytest() {
 # time and exit status to $1 ("SECONDS RC NAME" lines), printed by the caller after pytest's.
 beside_pytest() {
     local times=$1 logs=$2
-    # ansible-lint's and Molecule's runs on this machine keep AnsiballZ's compiled sources and the
-    # YAML of Ansible's own files as pytest's do (tests/conftest.py; the targets' image has the
-    # first built in): tests/run_caches/.
+    # ansible-lint's and Molecule's runs on this machine use the tests' run caches as pytest's do
+    # (tests/conftest.py; the targets' image has the compile cache built in): tests/run_caches/.
     export PYTHONPATH=$repo/tests/run_caches${PYTHONPATH:+:$PYTHONPATH}
     timed() {   # timed NAME LOG COMMAND...
         local name=$1 out=$2 started=$SECONDS rc=0

@@ -52,9 +52,10 @@ def wheel_cache() -> Path:
 
 
 # Each Python the tests start (ansible-playbook, ansible-runner's, a module on the local connection)
-# keeps the compiled code of AnsiballZ's sources and the YAML Ansible parses out of its own files:
-# tests/run_caches/zipimport_code_cache.py and ansible_yaml_cache.py say why, how and where.
-# ZIPIMPORT_CODE_CACHE= and ANSIBLE_YAML_CACHE= (empty) turn them off.
+# keeps the compiled code of AnsiballZ's sources, the YAML Ansible parses out of its own files and
+# what AnsiballZ's import scan reads in each source: tests/run_caches/ (zipimport_code_cache.py,
+# ansible_yaml_cache.py, ansiballz_scan_cache.py) says why, how and where. ZIPIMPORT_CODE_CACHE=,
+# ANSIBLE_YAML_CACHE= and ANSIBALLZ_SCAN_CACHE= (empty) turn each off.
 RUN_CACHE_HOOK = str(REPO / "tests" / "run_caches")
 if RUN_CACHE_HOOK not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [RUN_CACHE_HOOK, os.environ.get("PYTHONPATH")]))
