@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import yaml
 from conftest import RUN_CACHE_HOOK
 
-import ansible.plugins.connection.ssh as ssh_plugin
+import ansible.plugins.become.sudo as sudo_plugin
 from ansible._internal._datatag import _tags
 from ansible.module_utils._internal._datatag import AnsibleTagHelper
 from ansible.parsing.yaml.loader import AnsibleLoader
@@ -22,10 +22,10 @@ from ansible.utils.collection_loader import _collection_meta
 sys.path.insert(0, RUN_CACHE_HOOK)
 import ansible_yaml_cache as cache  # noqa: E402  (test infrastructure, not shipped: on PYTHONPATH in the tests)
 
-PLUGIN = ssh_plugin.__file__
+PLUGIN = sudo_plugin.__file__
 
 
-def doc(path: str = PLUGIN, text: str = ssh_plugin.DOCUMENTATION) -> str:
+def doc(path: str = PLUGIN, text: str = sudo_plugin.DOCUMENTATION) -> str:
     """What ansible.plugins.loader hands yaml.load for a plugin's options."""
     return _tags.Origin(path=path).tag(_tags.TrustedAsTemplate().tag(text))
 
@@ -61,7 +61,7 @@ def test_a_plugins_documentation_is_read_back_as_parsed_tags_and_all(tmp_path):
     expected = yaml.load(doc(), Loader=AnsibleLoader)
     same(first, expected)
     same(second, expected)
-    assert _tags.Origin.get_tag(second["options"]["host"]["description"]).path == PLUGIN
+    assert _tags.Origin.get_tag(second["options"]["become_user"]["description"]).path == PLUGIN
     second["options"].clear()   # a caller's change is its own: the next call reads the entry again
     same(module.load(doc(), Loader=AnsibleLoader), expected)
 
@@ -69,10 +69,10 @@ def test_a_plugins_documentation_is_read_back_as_parsed_tags_and_all(tmp_path):
 def test_another_origin_or_trust_is_another_entry(tmp_path):
     module = patched(tmp_path)
     module.load(doc(), Loader=AnsibleLoader)
-    untrusted = _tags.Origin(path=PLUGIN).tag(ssh_plugin.DOCUMENTATION)
+    untrusted = _tags.Origin(path=PLUGIN).tag(sudo_plugin.DOCUMENTATION)
     read = module.load(untrusted, Loader=AnsibleLoader)
-    assert not _tags.TrustedAsTemplate.is_tagged_on(read["options"]["host"]["description"])
-    moved = _tags.Origin(path=PLUGIN, line_num=7).tag(ssh_plugin.DOCUMENTATION)
+    assert not _tags.TrustedAsTemplate.is_tagged_on(read["options"]["become_user"]["description"])
+    moved = _tags.Origin(path=PLUGIN, line_num=7).tag(sudo_plugin.DOCUMENTATION)
     assert _tags.Origin.get_tag(module.load(moved, Loader=AnsibleLoader)["short_description"]).line_num > 7
     assert len(list(tmp_path.iterdir())) == 3
 
