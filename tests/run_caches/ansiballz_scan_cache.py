@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import os
 
-from ansible_yaml_cache import cached, digest
 from on_import import PatchOnImport
+from pickle_entries import digest, path_of, read, write
 
 ENV = "ANSIBALLZ_SCAN_CACHE"
 DEFAULT = os.path.join(os.path.expanduser("~"), ".cache", "sglang-deploy", "ansiballz-scan")
@@ -79,14 +79,13 @@ def cache_scan(directory: str, module_common) -> None:
 
     def compile_module_ast(module_name, source_code):
         data = source_code if isinstance(source_code, bytes) else str(source_code).encode()
-        whole = []
-
-        def parse():
-            whole.append(original(module_name, source_code))
-            return scanned(whole[0])
-
-        tree = cached(directory, digest(b"ansiballz-scan", data), parse)
-        return whole[0] if whole else tree   # a miss hands on the whole tree it parsed
+        path = path_of(directory, digest(b"ansiballz-scan", data))
+        found, tree = read(path)
+        if found:
+            return tree
+        tree = original(module_name, source_code)
+        write(directory, path, scanned(tree))
+        return tree   # a miss hands on the whole tree it parsed
 
     compile_module_ast.ansiballz_scan_cache = directory
     compile_module_ast.original = original

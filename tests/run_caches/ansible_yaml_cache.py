@@ -5,16 +5,16 @@ ansible-playbook process parses the same YAML of Ansible's own before its first 
 collection loader's routing table (`ansible/config/ansible_builtin_runtime.yml`, through
 `_meta_yml_to_dict`, which Ansible documents as a hook that other tools replace to cache its
 output), the configuration definitions (`ansible/config/base.yml`) and the DOCUMENTATION of each
-plugin it loads (its options). That is about 0.25 CPU-s of a run's 0.65 on this project's 2-core
-test machines, and the tests start about a thousand runs. This keeps each result once, keyed by
+plugin it loads (its options). That was 0.29 CPU-s of a one-task run's 0.74 before its first task
+on this project's 2-core test machines (cProfile), and the tests start about a thousand runs. This keeps each result once, keyed by
 the exact input (its bytes, and for a tagged string its tags, as pickle writes them), the loader's
-name and the Python and PyYAML versions, and hands every call a fresh unpickled copy, so no caller
+name and the Python and PyYAML versions (tests/run_caches/pickle_entries.py keeps the entries), and hands every call a fresh unpickled copy, so no caller
 shares or sees another's objects. Only input read from the installed `ansible` and
 `ansible_collections` packages is cached: a playbook, an inventory or a role's YAML is always
 parsed as without the cache.
 
 Installed by tests/run_caches/sitecustomize.py where PYTHONPATH names that folder (tests/
-conftest.py for pytest and what it starts, scripts/dev.sh for Molecule), with entries in
+conftest.py for pytest and what it starts, scripts/dev.sh for ansible-lint and Molecule), with entries in
 ANSIBLE_YAML_CACHE, by default ~/.cache/sglang-deploy/ansible-yaml, and off where that is empty.
 Nothing is imported at start-up: the first import of `yaml` or of Ansible's collection finder
 applies the hook. Any failure to read or write the cache, or an input it cannot key, parses as
@@ -26,20 +26,26 @@ from __future__ import annotations
 import os
 import sys
 
-import zipimport_code_cache
 from on_import import PatchOnImport
+from pickle_entries import cached, digest
 
 ENV = "ANSIBLE_YAML_CACHE"
 DEFAULT = os.path.join(os.path.expanduser("~"), ".cache", "sglang-deploy", "ansible-yaml")
 FINDER_MODULE = "ansible.utils.collection_loader._collection_finder"
 
 
+_ROOTS: tuple[str, ...] = ()
+
+
 def installed_roots() -> tuple[str, ...]:
-    """The folders of the installed ansible and ansible_collections packages (empty before import)."""
-    ansible = sys.modules.get("ansible")
-    paths = list(getattr(ansible, "__path__", None) or [])
-    return tuple(os.path.join(os.path.realpath(p), "") for p in paths) + tuple(
-        os.path.join(os.path.dirname(os.path.realpath(p)), "ansible_collections", "") for p in paths)
+    """The folders of the installed ansible and ansible_collections packages, found once ansible is
+    imported (empty before)."""
+    global _ROOTS
+    if not _ROOTS:
+        paths = [os.path.realpath(p) for p in getattr(sys.modules.get("ansible"), "__path__", None) or []]
+        _ROOTS = tuple(os.path.join(p, "") for p in paths) + tuple(
+            os.path.join(os.path.dirname(p), "ansible_collections", "") for p in paths)
+    return _ROOTS
 
 
 def is_installed(path: str | bytes | None) -> bool:
@@ -48,21 +54,12 @@ def is_installed(path: str | bytes | None) -> bool:
     return isinstance(path, str) and os.path.realpath(path).startswith(installed_roots() or ("\0",))
 
 
-def digest(*parts: bytes) -> str:
-    import hashlib
-
-    versions = f"{sys.implementation.cache_tag}\0{getattr(sys.modules.get('yaml'), '__version__', '')}"
-    sha = hashlib.sha256(versions.encode())
-    for part in parts:
-        sha.update(len(part).to_bytes(8, "little") + part)
-    return sha.hexdigest()
-
-
 def load_key(stream, loader) -> tuple[str | None, object]:
     """(the entry's name, the input to parse) of a yaml.load call, or (None, stream) if not cached."""
     import pickle
 
-    name = f"{loader.__module__}.{loader.__qualname__}".encode()
+    # The loader and PyYAML's version are part of the key: another of either may parse the same bytes otherwise.
+    name = f"{loader.__module__}.{loader.__qualname__}\0{getattr(sys.modules.get('yaml'), '__version__', '')}".encode()
     if isinstance(stream, str) and type(stream) is not str:
         # A string Ansible tagged with its origin: a plugin's DOCUMENTATION or a doc fragment.
         origin = getattr(sys.modules.get("ansible._internal._datatag._tags"), "Origin", None)
@@ -76,35 +73,6 @@ def load_key(stream, loader) -> tuple[str | None, object]:
         data = stream.read()
         return digest(b"file", name, os.fsencode(path), data if isinstance(data, bytes) else data.encode()), data
     return None, stream
-
-
-def read(path: str):
-    import pickle
-
-    try:
-        with open(path, "rb") as entry:
-            return True, pickle.load(entry)
-    except Exception:   # absent, unreadable, truncated or from another version: parse instead
-        return False, None
-
-
-def write(directory: str, path: str, value) -> None:
-    import pickle
-
-    zipimport_code_cache.write(directory, path, value, lambda value, entry: pickle.dump(value, entry, protocol=5))
-
-
-def cached(directory: str, key: str | None, parse):
-    """parse(), or its result kept under key in directory."""
-    if key is None:
-        return parse()
-    path = os.path.join(directory, key + ".pickle")
-    found, value = read(path)
-    if found:
-        return value
-    value = parse()
-    write(directory, path, value)
-    return value
 
 
 def cache_yaml_load(directory: str, yaml_module) -> None:
@@ -128,7 +96,8 @@ def cache_routing(directory: str, finder_module) -> None:
 
     def meta_yml_to_dict(yaml_string_data, content_id):
         data = yaml_string_data if isinstance(yaml_string_data, bytes) else str(yaml_string_data).encode()
-        key = digest(b"routing", repr(content_id).encode(), data)
+        yaml_version = getattr(sys.modules.get("yaml"), "__version__", "").encode()
+        key = digest(b"routing", yaml_version, repr(content_id).encode(), data)
         return cached(directory, key, lambda: original(yaml_string_data, content_id))
 
     finder_module._meta_yml_to_dict = meta_yml_to_dict

@@ -11,11 +11,11 @@ compile() gave for those bytes, with the file name of this import put back (the 
 path differs each run), so a traceback names the file as without the cache.
 
 In each Python that has tests/run_caches/sitecustomize.py on PYTHONPATH (tests/conftest.py
-puts it there for pytest and what it starts, scripts/dev.sh for Molecule), keeping its entries in
-ZIPIMPORT_CODE_CACHE, by default ~/.cache/sglang-deploy/zipimport-code, and off where that is empty;
-and always in the test image (scripts/build-base-image.sh, a .pth file naming its own directory). Any failure to read or write the cache compiles as
-without it: a read-only or full disk, a corrupt entry, an interpreter without
-zipimport._compile_source.
+puts it there for pytest and what it starts, scripts/dev.sh for ansible-lint and Molecule), keeping
+its entries in ZIPIMPORT_CODE_CACHE, by default ~/.cache/sglang-deploy/zipimport-code, and off where
+that is empty; and always in the test image (scripts/build-base-image.sh, a .pth file naming its own
+directory). Any failure to read or write the cache compiles as without it: a read-only or full disk,
+a corrupt entry, an interpreter without zipimport._compile_source.
 """
 
 from __future__ import annotations
