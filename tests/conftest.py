@@ -61,6 +61,15 @@ if RUN_CACHE_HOOK not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [RUN_CACHE_HOOK, os.environ.get("PYTHONPATH")]))
 
 
+def python_says(code: str, *args: str, **variables: str | None) -> str:
+    """The stripped output of `python -c code args` started as the tests start a Python (PYTHONPATH
+    above), with each of variables set to its value, or unset where it is None."""
+    env = {name: value for name, value in os.environ.items() if name not in variables}
+    env.update({name: value for name, value in variables.items() if value is not None})
+    return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def sglang_wheel(version: str) -> Path:
     """The real wheel from PyPI, downloaded once (no dependencies)."""
     cache = wheel_cache()

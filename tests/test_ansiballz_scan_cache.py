@@ -3,14 +3,14 @@ ansible-core's scan exactly what the whole tree gives, on every source a payload
 
 from __future__ import annotations
 
+import ast
 import os
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import REPO, RUN_CACHE_HOOK
+from conftest import REPO, RUN_CACHE_HOOK, python_says
 
 import ansible
 import ansible.release
@@ -67,22 +67,16 @@ def test_a_hit_is_the_kept_tree_a_miss_the_whole_one(tmp_path):
     cache.cache_scan(str(tmp_path), module)
     source = (REPO / "roles/sglang_server/library/sglang_server.py").read_bytes()
     first = module._compile_module_ast("sglang_server", source)
-    assert ast_dump(first) == ast_dump(ORIGINAL("sglang_server", source))
+    assert ast.dump(first) == ast.dump(ORIGINAL("sglang_server", source))
     assert len(list(tmp_path.iterdir())) == 1
     second = module._compile_module_ast("sglang_server", source)
-    assert ast_dump(second) == ast_dump(cache.scanned(first)) != ast_dump(first)
+    assert ast.dump(second) == ast.dump(cache.scanned(first)) != ast.dump(first)
     assert scan("ansible.legacy.sglang_server", second, False) == scan("ansible.legacy.sglang_server", first, False)
     changed = module._compile_module_ast("sglang_server", source + b"\nimport ansible.module_utils.six\n")
     assert ("ansible", "module_utils", "six") in scan("x", changed, False)[0]   # another source, another entry
     for entry in tmp_path.iterdir():   # a corrupt entry: parsed again, whole
         entry.write_bytes(b"junk")
-    assert ast_dump(module._compile_module_ast("sglang_server", source)) == ast_dump(first)
-
-
-def ast_dump(tree) -> str:
-    import ast
-
-    return ast.dump(tree)
+    assert ast.dump(module._compile_module_ast("sglang_server", source)) == ast.dump(first)
 
 
 def test_another_ansible_core_is_left_alone(tmp_path, monkeypatch):
@@ -97,12 +91,7 @@ def test_a_python_started_by_the_tests_scans_through_the_cache(tmp_path):
     assert RUN_CACHE_HOOK in os.environ["PYTHONPATH"].split(os.pathsep)
     probe = ("from ansible.executor import module_common as m\n"
              "print(getattr(m._compile_module_ast, 'ansiballz_scan_cache', None))\n")
-    env = dict(os.environ, ANSIBALLZ_SCAN_CACHE=str(tmp_path / "cache"))
-    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == str(tmp_path / "cache")
-    default = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
-                             env={k: v for k, v in os.environ.items() if k != "ANSIBALLZ_SCAN_CACHE"})
-    assert default.stdout.strip() == str(Path.home() / ".cache" / "sglang-deploy" / "ansiballz-scan")
-    off = subprocess.run([sys.executable, "-c", probe], env=dict(os.environ, ANSIBALLZ_SCAN_CACHE=""),
-                         capture_output=True, text=True, check=True)
-    assert off.stdout.strip() == "None"
+    assert python_says(probe, ANSIBALLZ_SCAN_CACHE=str(tmp_path / "cache")) == str(tmp_path / "cache")
+    default = python_says(probe, ANSIBALLZ_SCAN_CACHE=None)
+    assert default == str(Path.home() / ".cache" / "sglang-deploy" / "ansiballz-scan")
+    assert python_says(probe, ANSIBALLZ_SCAN_CACHE="") == "None"

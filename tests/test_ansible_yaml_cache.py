@@ -5,13 +5,12 @@ anywhere else is never kept; any fault of the cache parses as without it."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import yaml
-from conftest import RUN_CACHE_HOOK
+from conftest import RUN_CACHE_HOOK, python_says
 
 import ansible.plugins.become.sudo as sudo_plugin
 from ansible._internal._datatag import _tags
@@ -130,14 +129,10 @@ def test_a_python_started_by_the_tests_parses_ansibles_yaml_through_the_cache(tm
     probe = ("import yaml; from ansible.utils.collection_loader import _collection_finder as f\n"
              "print(getattr(yaml.load, 'ansible_yaml_cache', None), f._meta_yml_to_dict.__name__)\n"
              "from ansible import constants\n")
-    env = dict(os.environ, ANSIBLE_YAML_CACHE=str(tmp_path / "cache"))
-    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-    assert done.stdout.split() == [str(tmp_path / "cache"), "meta_yml_to_dict"]
+    assert python_says(probe, ANSIBLE_YAML_CACHE=str(tmp_path / "cache")).split() == [
+        str(tmp_path / "cache"), "meta_yml_to_dict"]
     assert len(list((tmp_path / "cache").iterdir())) == 1   # base.yml, read by ansible.constants
-    default = subprocess.run([sys.executable, "-c", "import yaml; print(yaml.load.ansible_yaml_cache)"],
-                             env={k: v for k, v in os.environ.items() if k != "ANSIBLE_YAML_CACHE"},
-                             capture_output=True, text=True, check=True)
-    assert default.stdout.strip() == str(Path.home() / ".cache" / "sglang-deploy" / "ansible-yaml")
-    off = subprocess.run([sys.executable, "-c", "import yaml; print(hasattr(yaml.load, 'ansible_yaml_cache'))"],
-                         env=dict(os.environ, ANSIBLE_YAML_CACHE=""), capture_output=True, text=True, check=True)
-    assert off.stdout.strip() == "False"
+    default = python_says("import yaml; print(yaml.load.ansible_yaml_cache)", ANSIBLE_YAML_CACHE=None)
+    assert default == str(Path.home() / ".cache" / "sglang-deploy" / "ansible-yaml")
+    off = python_says("import yaml; print(hasattr(yaml.load, 'ansible_yaml_cache'))", ANSIBLE_YAML_CACHE="")
+    assert off == "False"

@@ -4,13 +4,12 @@ compile() gives for those bytes and that path; any fault of the cache compiles a
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import zipfile
 import zipimport
 from pathlib import Path
 
-from conftest import RUN_CACHE_HOOK
+from conftest import RUN_CACHE_HOOK, python_says
 
 sys.path.insert(0, RUN_CACHE_HOOK)
 import zipimport_code_cache as cache  # noqa: E402  (test infrastructure, not shipped: on PYTHONPATH in the tests)
@@ -71,18 +70,14 @@ def test_a_python_started_by_the_tests_imports_from_a_zip_through_the_cache(tmp_
         probe = ("import sys, traceback, zipimport; sys.path.insert(0, sys.argv[1]); import m\n"
                  "print(getattr(zipimport._compile_source, 'code_cache', None))\n"
                  "try:\n    m.f()\nexcept ValueError as e:\n    print(traceback.extract_tb(e.__traceback__)[-1].filename)\n")
-        env = dict(os.environ, ZIPIMPORT_CODE_CACHE=str(tmp_path / "cache"))
-        done = subprocess.run([sys.executable, "-c", probe, str(payload)], env=env, capture_output=True, text=True,
-                              check=True)
-        assert done.stdout.split("\n")[:2] == [str(tmp_path / "cache"), str(payload / "m.py")], done
+        said = python_says(probe, str(payload), ZIPIMPORT_CODE_CACHE=str(tmp_path / "cache"))
+        assert said.split("\n")[:2] == [str(tmp_path / "cache"), str(payload / "m.py")], said
     assert len(list((tmp_path / "cache").iterdir())) == 1
-    default = subprocess.run([sys.executable, "-c", "import zipimport; print(zipimport._compile_source.code_cache)"],
-                             env={k: v for k, v in os.environ.items() if k != "ZIPIMPORT_CODE_CACHE"},
-                             capture_output=True, text=True, check=True)
-    assert default.stdout.strip() == str(Path.home() / ".cache" / "sglang-deploy" / "zipimport-code")
-    off = subprocess.run([sys.executable, "-c", "import zipimport; print(hasattr(zipimport._compile_source, 'code_cache'))"],
-                         env=dict(os.environ, ZIPIMPORT_CODE_CACHE=""), capture_output=True, text=True, check=True)
-    assert off.stdout.strip() == "False"
+    default = python_says("import zipimport; print(zipimport._compile_source.code_cache)", ZIPIMPORT_CODE_CACHE=None)
+    assert default == str(Path.home() / ".cache" / "sglang-deploy" / "zipimport-code")
+    off = python_says("import zipimport; print(hasattr(zipimport._compile_source, 'code_cache'))",
+                      ZIPIMPORT_CODE_CACHE="")
+    assert off == "False"
 
 
 def test_install_leaves_an_interpreter_without_the_hook_alone(monkeypatch):
