@@ -135,3 +135,19 @@ def test_the_boot_wait_ends_only_when_systemd_says_it_has_booted(said: str, done
 def test_the_boot_wait_tries_every_few_seconds_for_the_whole_timeout(timeout: int, tries: int):
     assert ls.BOOT_POLL_SECONDS == 3
     assert ls.boot_tries(timeout) == tries
+
+
+def test_what_the_container_sees_inside_is_compared_as_lines_in_any_order():
+    wanted = ["/dev/nvidia0 195:0", "/dev/nvidiactl 195:255", "/models mounted read-only"]
+    assert ls.inside_difference(list(reversed(wanted)), wanted) == ""
+    assert ls.inside_difference([], []) == ""
+
+
+def test_a_difference_inside_names_what_is_missing_and_what_is_extra():
+    wanted = ["/dev/nvidia0 195:0", "/dev/nvidiactl 195:255", "/models mounted read-only"]
+    seen = ["/dev/nvidiactl 195:255", "/dev/nvidia1 195:1", "/models not mounted"]
+    assert ls.inside_difference(seen, wanted) == (
+        "what it sees inside is not what the host passes: it lacks /dev/nvidia0 195:0, /models mounted read-only;"
+        " it has /dev/nvidia1 195:1, /models not mounted, which the host does not pass")
+    assert ls.inside_difference(wanted[:1], wanted).endswith("it lacks /dev/nvidiactl 195:255, /models mounted read-only")
+    assert ls.inside_difference(wanted * 2, wanted).endswith("a line is listed twice")

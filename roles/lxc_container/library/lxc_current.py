@@ -20,6 +20,12 @@ description:
     With I(wait_timeout), it then waits until the container's systemd has booted
     (C(systemctl is-system-running --wait) through C(lxc-attach)), whether it started it or found it
     running: a run killed right after a start finds it booted on the next run.
+  - >-
+    With I(inside), it then runs that command inside (through C(lxc-attach)), which lists what the
+    running container really got (its NVIDIA nodes, the model store's mount), and compares the lines
+    with I(inside_wanted). Entries in the config apply at a start, so a run killed between writing them
+    and the restart, or C(optional) mounts, show there and nowhere else. When they differ it restarts
+    the container once, waits for it again and reads again; the caller checks that second reading.
   - In check mode nothing is done and the result says what would be; I(pending) counts what check
     mode did not write.
 options:
@@ -56,6 +62,18 @@ options:
         Not in check mode.
     type: int
     default: 0
+  inside:
+    description:
+      - A command (argv) run inside the container after the boot wait that prints what it sees, one
+        item a line. Empty reads nothing. Not in check mode.
+    type: list
+    elements: str
+    default: []
+  inside_wanted:
+    description: The lines I(inside) must print, in any order.
+    type: list
+    elements: str
+    default: []
 author:
   - sglang-deploy project
 """
@@ -66,6 +84,8 @@ EXAMPLES = r"""
     name: sglang-demo
     bridge: sgldemo0
     wait_timeout: 180
+    inside: [python3, -c, "{{ lookup('ansible.builtin.file', 'list_nodes.py') }}"]
+    inside_wanted: [/dev/nvidia0 195:0, /dev/nvidiactl 195:255]
   register: container
 """
 
@@ -92,6 +112,19 @@ booted:
   description: What C(systemctl is-system-running) said inside at the end (empty when not waited for).
   returned: always
   type: str
+inside:
+  description: The lines I(inside) printed, after the restart when the first reading differed (empty without I(inside)).
+  returned: always
+  type: list
+  elements: str
+inside_stderr:
+  description: What I(inside) wrote to stderr at that reading.
+  returned: always
+  type: str
+reread:
+  description: The first reading differed from I(inside_wanted), so the container was restarted once and read again.
+  returned: always
+  type: bool
 """
 
 import os
@@ -100,7 +133,8 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.lxc_passthrough import rootfs_problem
 from ansible.module_utils.lxc_state import (BOOT_POLL_SECONDS, INFO_FLAGS, SETTLED_STATES, ContainerState, boot_tries,
-                                            booted, link_master, off_bridge, parse_info, start_ticks, started_epoch)
+                                            booted, inside_difference, link_master, off_bridge, parse_info,
+                                            start_ticks, started_epoch)
 from ansible.module_utils.systemd_state import decide_restart, mtimes, stale_paths
 
 SYSFS_NET = "/sys/class/net"
@@ -120,6 +154,47 @@ def lxc(module: AnsibleModule, name: str, lxcpath: str, *argv: str) -> None:
     if rc != 0:
         module.fail_json(msg=f"{' '.join(argv)} --name={name} failed (rc {rc}): {(err or out).strip()}. See "
                          f"lxc-start --name={name} --foreground --logpriority=DEBUG --logfile=/tmp/{name}.log for why.")
+
+
+def refuse_foreign_rootfs(module: AnsibleModule, name: str, lxcpath: str, action: str) -> None:
+    """Fails unless the config names the container's own rootfs and its sbin/init exists."""
+    config = os.path.join(lxcpath, name, "config")
+    try:
+        with open(config, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        module.fail_json(msg=f"Cannot read {config}: {exc}. Nothing was changed.")
+    init = os.path.join(lxcpath, name, "rootfs", "sbin", "init")
+    problem = rootfs_problem(text, name, lxcpath, os.path.lexists(init))
+    if problem:
+        module.fail_json(msg=f"{name}: {problem}. It was not {action}ed. Inspect {config}; "
+                         f"lxc-destroy --name={name} removes a half-made container.", start_problem=problem)
+
+
+def start(module: AnsibleModule, name: str, lxcpath: str, action: str) -> ContainerState:
+    """Start it, or stop and start it (``action`` restart); fails unless it then runs."""
+    if action == "restart":
+        lxc(module, name, lxcpath, "lxc-stop")
+    lxc(module, name, lxcpath, "lxc-start", "--daemon")
+    after = info(module, name, lxcpath) or ContainerState()
+    if not after.running:
+        module.fail_json(msg=f"lxc-start --name={name} returned but it is {after.state or 'gone'}. See lxc-start "
+                         f"--name={name} --foreground --logpriority=DEBUG --logfile=/tmp/{name}.log for why.",
+                         action=action)
+    return after
+
+
+def read_inside(module: AnsibleModule, name: str, lxcpath: str, argv: list[str],
+                changed: bool) -> tuple[list[str], str]:
+    """The lines ``argv`` prints inside the running container, and its stderr; fails when it fails."""
+    rc, out, err = module.run_command([module.get_bin_path("lxc-attach", required=True), f"--name={name}",
+                                       f"--lxcpath={lxcpath}", "--", *argv])
+    if rc != 0:
+        module.fail_json(msg=f"Reading what {name} sees inside failed (lxc-attach --name={name} -- {argv[0]} ..., "
+                         f"rc {rc}): {(err or out).strip() or 'no output'}. Check that {argv[0]} runs in the "
+                         f"container (lxc-attach --name={name} -- {argv[0]} --version).", rc=rc, stderr=err,
+                         changed=changed)
+    return out.splitlines(), err
 
 
 def started(pid: int) -> float:
@@ -155,6 +230,8 @@ def main() -> None:
             restart=dict(type="bool", default=False),
             pending=dict(type="bool", default=False),
             wait_timeout=dict(type="int", default=0),
+            inside=dict(type="list", elements="str", default=[]),
+            inside_wanted=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -180,32 +257,30 @@ def main() -> None:
         action, reason = ("restart", away) if away and not stale else \
             decide_restart(True, "", stale, p["restart"], p["pending"] and module.check_mode)
     if action != "none":
-        try:
-            with open(config, encoding="utf-8") as handle:
-                text = handle.read()
-        except OSError as exc:
-            module.fail_json(msg=f"Cannot read {config}: {exc}. Nothing was changed.")
-        init = os.path.join(lxcpath, name, "rootfs", "sbin", "init")
-        problem = rootfs_problem(text, name, lxcpath, os.path.lexists(init))
-        if problem:
-            module.fail_json(msg=f"{name}: {problem}. It was not {action}ed. Inspect {config}; "
-                             f"lxc-destroy --name={name} removes a half-made container.", start_problem=problem)
+        refuse_foreign_rootfs(module, name, lxcpath, action)
     after = before
     if action != "none" and not module.check_mode:
-        if action == "restart":
-            lxc(module, name, lxcpath, "lxc-stop")
-        lxc(module, name, lxcpath, "lxc-start", "--daemon")
-        after = info(module, name, lxcpath) or ContainerState()
-        if not after.running:
-            module.fail_json(msg=f"lxc-start --name={name} returned but it is {after.state or 'gone'}. See lxc-start "
-                             f"--name={name} --foreground --logpriority=DEBUG --logfile=/tmp/{name}.log for why.",
-                             action=action)
-    done = {"start": "started", "restart": "restarted once", "none": "left as it is"}[action]
+        after = start(module, name, lxcpath, action)
     changed = action != "none"
     said = ""
     if p["wait_timeout"] > 0 and not module.check_mode:
         said = wait_for_boot(module, name, lxcpath, p["wait_timeout"], changed=changed, action=action, reason=reason)
+    seen, seen_err, reread = [], "", False
+    if p["inside"] and not module.check_mode:
+        seen, seen_err = read_inside(module, name, lxcpath, p["inside"], changed)
+        why = inside_difference(seen, p["inside_wanted"])
+        if why:
+            # Once: a second difference is the caller's to report (tasks/verify.yml names what is missing).
+            refuse_foreign_rootfs(module, name, lxcpath, "restart")
+            after, reread, changed = start(module, name, lxcpath, "restart"), True, True
+            action, reason = "restart", why if action == "none" else f"{reason}; then {why}"
+            if p["wait_timeout"] > 0:
+                said = wait_for_boot(module, name, lxcpath, p["wait_timeout"], changed=changed, action=action,
+                                     reason=reason)
+            seen, seen_err = read_inside(module, name, lxcpath, p["inside"], changed)
+    done = {"start": "started", "restart": "restarted once", "none": "left as it is"}[action]
     module.exit_json(changed=changed, action=action, reason=reason, stale=stale, pid=after.pid, booted=said,
+                     inside=seen, inside_stderr=seen_err, reread=reread,
                      diff={"before": f"{name}: {before.state}\n", "after": f"{name}: {done}: {reason}\n"}
                      if changed else {})
 

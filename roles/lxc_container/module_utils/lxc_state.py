@@ -108,3 +108,15 @@ def booted(systemctl_output: str) -> bool:
 def boot_tries(timeout: int) -> int:
     """How many tries of the boot wait fit in ``timeout`` seconds (at least one)."""
     return max(1, -(-timeout // BOOT_POLL_SECONDS))
+
+
+def inside_difference(seen: list[str], wanted: list[str]) -> str:
+    """Why what the running container lists (files/list_nodes.py's lines) is not what the host passes;
+    empty when it is, the same lines in any order."""
+    if sorted(seen) == sorted(wanted):
+        return ""
+    missing = [line for line in wanted if line not in seen]
+    extra = [line for line in seen if line not in wanted]
+    parts = [f"it lacks {', '.join(missing)}"] if missing else []
+    parts += [f"it has {', '.join(extra)}, which the host does not pass"] if extra else []
+    return "what it sees inside is not what the host passes: " + ("; ".join(parts) or "a line is listed twice")
