@@ -13,7 +13,9 @@ over its host-only link with ControlPersist and pipelining.
              from the target's wheel directory) unless --full, which installs the
              whole dependency set from PyPI (network-heavy: minutes, ~10 GB a venv).
   noop       a converged re-run of site.yml against the floor (a one-task playbook
-             on the same target, same connection), with the tasks that reached it
+             on the same target, same connection), with the tasks whose module ran on
+             each host; beside it, as many ansible.builtin.ping calls on the same
+             hosts: what that many module calls cost with nothing to do
   rollback   the file-only rollback (playbooks/autotune.yml -e autotune=false)
              against the floor, and the rollback that restarts the server
              (site.yml -e autotune=false) against the floor plus the server's
@@ -112,6 +114,18 @@ class Runner:
                              capture_output=True, text=True, check=True).stdout
         return json.loads(out).get("lxc_hosts", {}).get("hosts", [])
 
+    def pings_playbook(self, calls: dict[str, int]) -> Path:
+        """As many ansible.builtin.ping tasks on each host as the no-op ran modules there."""
+        path = self.workdir / "pings.yml"
+        plays = [f"""- name: {count} module calls on {host}
+  hosts: {host}
+  gather_facts: false
+  tasks:
+""" + "".join(f"    - name: Call {n + 1}\n      ansible.builtin.ping:\n" for n in range(count))
+                 for host, count in calls.items()]
+        path.write_text("---\n" + "\n".join(plays))
+        return path
+
     def role_playbook(self) -> Path:
         path = self.workdir / "install.yml"
         path.write_text(f"""---
@@ -134,17 +148,17 @@ def failures(report: dict) -> str:
     return "\n".join(lines)
 
 
-def reached(report: dict, host: str) -> list[str]:
-    """Tasks whose module ran on host (not skipped, not a controller-only action)."""
-    names = []
+def reached(report: dict) -> dict[str, list[str]]:
+    """Per host, the tasks whose module ran on it (not skipped, not a controller-only action)."""
+    names: dict[str, list[str]] = {}
     for play in report.get("plays", []):
         for task in play.get("tasks", []):
-            res = task.get("hosts", {}).get(host)
-            if not res or res.get("skipped") or res.get("action") in LOCAL_ACTIONS:
-                continue
-            if res.get("results") and all(r.get("skipped") for r in res["results"]):
-                continue
-            names.append(task["task"]["name"])
+            for host, res in task.get("hosts", {}).items():
+                if res.get("skipped") or res.get("action") in LOCAL_ACTIONS:
+                    continue
+                if res.get("results") and all(r.get("skipped") for r in res["results"]):
+                    continue
+                names.setdefault(host, []).append(task["task"]["name"])
     return names
 
 
@@ -222,20 +236,31 @@ def bench_install(r: Runner, rows: list) -> None:
 
 
 def bench_noop(r: Runner, rows: list) -> None:
+    """The converged re-run against the floor, and beside it the same number of module calls on the
+    same hosts, each the cheapest module there is (ping): what the calls alone cost."""
     floor = r.floor_playbook()
     r.play(REPO / "site.yml")
-    counts: list[list[str]] = []
+    _, report = r.play(REPO / "site.yml")
+    if changed(report):
+        sys.exit(f"the second run of site.yml changed {changed(report)} task(s): not converged")
+    calls = {host: len(names) for host, names in reached(report).items()}
+    pings = r.pings_playbook(calls)
+    counts: list[dict[str, list[str]]] = []
 
     def noop() -> float:
         wall, report = r.play(REPO / "site.yml")
         if changed(report):
             sys.exit(f"the re-run of site.yml changed {changed(report)} task(s): not converged")
-        counts.append(reached(report, r.args.target))
+        counts.append(reached(report))
         return wall
 
-    times = alternate(r.args.repeat, {"floor": lambda: r.play(floor)[0], "noop": noop})
+    times = alternate(r.args.repeat, {"floor": lambda: r.play(floor)[0], "noop": noop,
+                                      "pings": lambda: r.play(pings)[0]})
+    where = ", ".join(f"{len(names)} on {host}" for host, names in counts[-1].items())
     rows.append(("no-op re-run of site.yml", "floor", times["floor"], "site.yml", times["noop"],
-                 f"{len(counts[-1])} tasks reached the target"))
+                 f"modules ran {where}"))
+    rows.append(("as many module calls on the same hosts, each a ping", "floor", times["floor"], "pings",
+                 times["pings"], ", ".join(f"{count} on {host}" for host, count in calls.items())))
     r.reached_noop = counts[-1]
 
 
@@ -447,9 +472,9 @@ def main() -> None:
         print(f"Command: {' '.join([Path(sys.argv[0]).name, *sys.argv[1:]])}; "
               f"{args.repeat} runs a side, alternating; {time.monotonic() - started:.0f} s in all\n")
         print(table(rows))
-        if getattr(r, "reached_noop", None):
-            print("\nTasks that reached the target on the no-op re-run:")
-            for name in r.reached_noop:
+        for host, names in getattr(r, "reached_noop", {}).items():
+            print(f"\nTasks whose module ran on {host} on the no-op re-run:")
+            for name in names:
                 print(f"  - {name}")
 
 
