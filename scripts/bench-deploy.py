@@ -55,6 +55,7 @@ LOCAL_ACTIONS = {
     "ansible.builtin.assert", "assert", "ansible.builtin.fail", "fail",
     "ansible.builtin.include_tasks", "include_tasks", "ansible.builtin.include_role", "include_role",
     "ansible.builtin.validate_argument_spec", "validate_argument_spec", "ansible.builtin.meta", "meta",
+    "ansible.builtin.add_host", "add_host", "ansible.builtin.group_by", "group_by",
 }
 FLEET_PREFIX = "sglang-bench-"
 # Ratios the project holds converged runs to (issue 14).
