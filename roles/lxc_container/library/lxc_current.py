@@ -156,19 +156,22 @@ def lxc(module: AnsibleModule, name: str, lxcpath: str, *argv: str) -> None:
                          f"lxc-start --name={name} --foreground --logpriority=DEBUG --logfile=/tmp/{name}.log for why.")
 
 
-def refuse_foreign_rootfs(module: AnsibleModule, name: str, lxcpath: str, action: str) -> None:
-    """Fails unless the config names the container's own rootfs and its sbin/init exists."""
+def refuse_foreign_rootfs(module: AnsibleModule, name: str, lxcpath: str, action: str, done: str = "") -> None:
+    """Fails unless the config names the container's own rootfs and its sbin/init exists; ``done``
+    is what this call already did (a start before the inside reading), said instead of "nothing"."""
     config = os.path.join(lxcpath, name, "config")
+    changed = f"It was {done} earlier in this call; nothing else was changed." if done else "Nothing was changed."
     try:
         with open(config, encoding="utf-8") as handle:
             text = handle.read()
     except OSError as exc:
-        module.fail_json(msg=f"Cannot read {config}: {exc}. Nothing was changed.")
+        module.fail_json(msg=f"Cannot read {config}: {exc}. {changed}", changed=bool(done))
     init = os.path.join(lxcpath, name, "rootfs", "sbin", "init")
     problem = rootfs_problem(text, name, lxcpath, os.path.lexists(init))
     if problem:
         module.fail_json(msg=f"{name}: {problem}. It was not {action}ed. Inspect {config}; "
-                         f"lxc-destroy --name={name} removes a half-made container.", start_problem=problem)
+                         f"lxc-destroy --name={name} removes a half-made container.", start_problem=problem,
+                         changed=bool(done))
 
 
 def start(module: AnsibleModule, name: str, lxcpath: str, action: str) -> ContainerState:
@@ -265,20 +268,22 @@ def main() -> None:
     said = ""
     if p["wait_timeout"] > 0 and not module.check_mode:
         said = wait_for_boot(module, name, lxcpath, p["wait_timeout"], changed=changed, action=action, reason=reason)
-    seen, seen_err, reread = [], "", False
+    seen, seen_err, reread, first = [], "", False, action
     if p["inside"] and not module.check_mode:
         seen, seen_err = read_inside(module, name, lxcpath, p["inside"], changed)
         why = inside_difference(seen, p["inside_wanted"])
         if why:
             # Once: a second difference is the caller's to report (tasks/verify.yml names what is missing).
-            refuse_foreign_rootfs(module, name, lxcpath, "restart")
+            earlier = {"start": "started", "restart": "restarted"}.get(first, "")
+            refuse_foreign_rootfs(module, name, lxcpath, "restart", earlier)
             after, reread, changed = start(module, name, lxcpath, "restart"), True, True
             action, reason = "restart", why if action == "none" else f"{reason}; then {why}"
             if p["wait_timeout"] > 0:
                 said = wait_for_boot(module, name, lxcpath, p["wait_timeout"], changed=changed, action=action,
                                      reason=reason)
             seen, seen_err = read_inside(module, name, lxcpath, p["inside"], changed)
-    done = {"start": "started", "restart": "restarted once", "none": "left as it is"}[action]
+    done = ({"none": "restarted once", "start": "started, then restarted once", "restart": "restarted twice"} if reread
+            else {"start": "started", "restart": "restarted once", "none": "left as it is"})[first]
     module.exit_json(changed=changed, action=action, reason=reason, stale=stale, pid=after.pid, booted=said,
                      inside=seen, inside_stderr=seen_err, reread=reread,
                      diff={"before": f"{name}: {before.state}\n", "after": f"{name}: {done}: {reason}\n"}
