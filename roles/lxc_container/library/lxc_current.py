@@ -46,10 +46,6 @@ options:
     description: The host bridge its link is on; empty for a container without network.
     type: str
     default: ""
-  restart:
-    description: Restart it once even when nothing it runs on changed (what it sees inside is wrong).
-    type: bool
-    default: false
   pending:
     description:
       - In check mode, whether this run changes the config (check mode writes none, so its time
@@ -230,7 +226,6 @@ def main() -> None:
             lxcpath=dict(type="path", default="/var/lib/lxc"),
             paths=dict(type="list", elements="path", default=[]),
             bridge=dict(type="str", default=""),
-            restart=dict(type="bool", default=False),
             pending=dict(type="bool", default=False),
             wait_timeout=dict(type="int", default=0),
             inside=dict(type="list", elements="str", default=[]),
@@ -258,7 +253,7 @@ def main() -> None:
         stale = stale_paths(mtimes([config, *p["paths"]]), started(before.pid))
         away = off_bridge(before.links, p["bridge"], {link: link_master(SYSFS_NET, link) for link in before.links})
         action, reason = ("restart", away) if away and not stale else \
-            decide_restart(True, "", stale, p["restart"], p["pending"] and module.check_mode)
+            decide_restart(True, "", stale, False, p["pending"] and module.check_mode)
     if action != "none":
         refuse_foreign_rootfs(module, name, lxcpath, action)
     after = before
