@@ -152,10 +152,10 @@ def lxc(module: AnsibleModule, name: str, lxcpath: str, *argv: str) -> None:
                          f"lxc-start --name={name} --foreground --logpriority=DEBUG --logfile=/tmp/{name}.log for why.")
 
 
-def refuse_foreign_rootfs(module: AnsibleModule, name: str, lxcpath: str, action: str, done: str = "") -> None:
-    """Fails unless the config names the container's own rootfs and its sbin/init exists; ``done``
-    is what this call already did (a start before the inside reading), said instead of "nothing"."""
-    config = os.path.join(lxcpath, name, "config")
+def refuse_foreign_rootfs(module: AnsibleModule, name: str, lxcpath: str, config: str, action: str,
+                          done: str = "") -> None:
+    """Fails unless config names the container's own rootfs and its sbin/init exists; ``done`` is
+    what this call already did (a start before the inside reading), said instead of "nothing"."""
     changed = f"It was {done} earlier in this call; nothing else was changed." if done else "Nothing was changed."
     try:
         with open(config, encoding="utf-8") as handle:
@@ -183,11 +183,15 @@ def start(module: AnsibleModule, name: str, lxcpath: str, action: str) -> Contai
     return after
 
 
+def attach(module: AnsibleModule, name: str, lxcpath: str, *argv: str) -> list[str]:
+    """The command line that runs argv inside the container."""
+    return [module.get_bin_path("lxc-attach", required=True), f"--name={name}", f"--lxcpath={lxcpath}", "--", *argv]
+
+
 def read_inside(module: AnsibleModule, name: str, lxcpath: str, argv: list[str],
                 changed: bool) -> tuple[list[str], str]:
     """The lines ``argv`` prints inside the running container, and its stderr; fails when it fails."""
-    rc, out, err = module.run_command([module.get_bin_path("lxc-attach", required=True), f"--name={name}",
-                                       f"--lxcpath={lxcpath}", "--", *argv])
+    rc, out, err = module.run_command(attach(module, name, lxcpath, *argv))
     if rc != 0:
         module.fail_json(msg=f"Reading what {name} sees inside failed (lxc-attach --name={name} -- {argv[0]} ..., "
                          f"rc {rc}): {(err or out).strip() or 'no output'}. Check that {argv[0]} runs in the "
@@ -204,8 +208,7 @@ def started(pid: int) -> float:
 
 def wait_for_boot(module: AnsibleModule, name: str, lxcpath: str, timeout: int, **result) -> str:
     """Wait until systemd inside has booted; fails naming what it last said after ``timeout`` seconds."""
-    argv = [module.get_bin_path("lxc-attach", required=True), f"--name={name}", f"--lxcpath={lxcpath}", "--",
-            "systemctl", "is-system-running", "--wait"]
+    argv = attach(module, name, lxcpath, "systemctl", "is-system-running", "--wait")
     said = ""
     for attempt in range(boot_tries(timeout)):
         if attempt:
@@ -255,7 +258,7 @@ def main() -> None:
         action, reason = ("restart", away) if away and not stale else \
             decide_restart(True, "", stale, False, p["pending"] and module.check_mode)
     if action != "none":
-        refuse_foreign_rootfs(module, name, lxcpath, action)
+        refuse_foreign_rootfs(module, name, lxcpath, config, action)
     after = before
     if action != "none" and not module.check_mode:
         after = start(module, name, lxcpath, action)
@@ -270,7 +273,7 @@ def main() -> None:
         if why:
             # Once: a second difference is the caller's to report (tasks/verify.yml names what is missing).
             earlier = {"start": "started", "restart": "restarted"}.get(first, "")
-            refuse_foreign_rootfs(module, name, lxcpath, "restart", earlier)
+            refuse_foreign_rootfs(module, name, lxcpath, config, "restart", earlier)
             after, reread, changed = start(module, name, lxcpath, "restart"), True, True
             action, reason = "restart", why if action == "none" else f"{reason}; then {why}"
             if p["wait_timeout"] > 0:
