@@ -54,12 +54,17 @@ def is_installed(path: str | bytes | None) -> bool:
     return isinstance(path, str) and os.path.realpath(path).startswith(installed_roots() or ("\0",))
 
 
+def yaml_version() -> bytes:
+    """PyYAML's version, part of every key: another version may parse the same bytes otherwise."""
+    return getattr(sys.modules.get("yaml"), "__version__", "").encode()
+
+
 def load_key(stream, loader) -> tuple[str | None, object]:
     """(the entry's name, the input to parse) of a yaml.load call, or (None, stream) if not cached."""
     import pickle
 
-    # The loader and PyYAML's version are part of the key: another of either may parse the same bytes otherwise.
-    name = f"{loader.__module__}.{loader.__qualname__}\0{getattr(sys.modules.get('yaml'), '__version__', '')}".encode()
+    # The loader is part of the key: another may parse the same bytes otherwise.
+    name = f"{loader.__module__}.{loader.__qualname__}\0".encode() + yaml_version()
     if isinstance(stream, str) and type(stream) is not str:
         # A string Ansible tagged with its origin: a plugin's DOCUMENTATION or a doc fragment.
         origin = getattr(sys.modules.get("ansible._internal._datatag._tags"), "Origin", None)
@@ -96,8 +101,7 @@ def cache_routing(directory: str, finder_module) -> None:
 
     def meta_yml_to_dict(yaml_string_data, content_id):
         data = yaml_string_data if isinstance(yaml_string_data, bytes) else str(yaml_string_data).encode()
-        yaml_version = getattr(sys.modules.get("yaml"), "__version__", "").encode()
-        key = digest(b"routing", yaml_version, repr(content_id).encode(), data)
+        key = digest(b"routing", yaml_version(), repr(content_id).encode(), data)
         return cached(directory, key, lambda: original(yaml_string_data, content_id))
 
     finder_module._meta_yml_to_dict = meta_yml_to_dict
