@@ -240,19 +240,21 @@ def bench_noop(r: Runner, rows: list) -> None:
     """The converged re-run against the floor, and beside it the same number of module calls on the
     same hosts, each the cheapest module there is (ping): what the calls alone cost."""
     floor = r.floor_playbook()
+
+    def converged() -> tuple[float, dict[str, list[str]]]:
+        wall, report = r.play(REPO / "site.yml")
+        if changed(report):
+            sys.exit(f"the re-run of site.yml changed {changed(report)} task(s): not converged")
+        return wall, reached(report)
+
     r.play(REPO / "site.yml")
-    _, report = r.play(REPO / "site.yml")
-    if changed(report):
-        sys.exit(f"the second run of site.yml changed {changed(report)} task(s): not converged")
-    calls = {host: len(names) for host, names in reached(report).items()}
+    calls = {host: len(names) for host, names in converged()[1].items()}
     pings = r.pings_playbook(calls)
     counts: list[dict[str, list[str]]] = []
 
     def noop() -> float:
-        wall, report = r.play(REPO / "site.yml")
-        if changed(report):
-            sys.exit(f"the re-run of site.yml changed {changed(report)} task(s): not converged")
-        counts.append(reached(report))
+        wall, names = converged()
+        counts.append(names)
         return wall
 
     times = alternate(r.args.repeat, {"floor": lambda: r.play(floor)[0], "noop": noop,
