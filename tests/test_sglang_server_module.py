@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible.module_utils import sglang_account as account
 from ansible.module_utils import sglang_server_files as server_files
 from ansible.module_utils import systemd_state as st
 from ansible.module_utils.sglang_start_tuning import Tuning
@@ -55,6 +56,7 @@ class Systemd:
         self.active, self.started, self.enabled, self.calls = "inactive", 0.0, False, []
 
     def __call__(self, argv):
+        assert argv[0] not in account.ACCOUNT_COMMANDS, f"a test must never change this machine's accounts: {argv}"
         if argv[0] != "systemctl":
             done = subprocess.run(argv, capture_output=True, text=True, check=False)
             return done.returncode, done.stdout, done.stderr
@@ -114,8 +116,18 @@ def venv_python(tmp_path: Path) -> Path:
     return python
 
 
+READ_ACCOUNT = account.read_account
+
+
+def account_in_place(user: str, group: str) -> account.Found:
+    """This machine's account as the server needs it (the module never changes the account of the user running pytest)."""
+    found = READ_ACCOUNT(user, group)
+    return account.Found(found.user_gid, found.group_gid, 44, (user,))
+
+
 @pytest.fixture
 def box(tmp_path, monkeypatch):
+    monkeypatch.setattr(account, "read_account", account_in_place)
     monkeypatch.setattr(server_files, "CONFIG_DIR", str(tmp_path / "etc-sglang"))
     monkeypatch.setattr(server_files, "UNIT_DIR", str(tmp_path / "units"))
     (tmp_path / "units").mkdir()
@@ -246,3 +258,71 @@ def test_the_restart_rule_in_check_mode_calls_nothing_but_show():
     done = st.converge_service(systemd, "sglang", [], True, False, True, check_mode=True)
     assert (done.action, systemd.calls) == ("start", [["show", "sglang.service", *[
         f"--property={p}" for p in st.SHOW_PROPERTIES]]])
+
+
+class Accounts(Systemd):
+    """The stand-in systemctl, and a stand-in user database the account commands change (nothing real is touched)."""
+
+    def __init__(self, users: dict, groups: dict) -> None:
+        super().__init__()
+        self.users, self.groups, self.account_calls = users, groups, []
+
+    def read(self, user: str, group: str) -> account.Found:
+        video = self.groups.get("video")
+        return account.Found(self.users.get(user), self.groups.get(group) and self.groups[group][0],
+                             video and video[0], tuple(video[1]) if video else ())
+
+    def __call__(self, argv):
+        if argv[0] not in account.ACCOUNT_COMMANDS:
+            return super().__call__(argv)
+        self.account_calls.append(argv)
+        name = argv[-1]
+        if argv[0] == "groupadd":
+            self.groups[name] = (990, [])
+        elif argv[0] == "useradd":
+            self.users[name] = self.groups[argv[argv.index("--gid") + 1]][0]
+            self.groups["video"][1].append(name)
+        else:
+            self.groups["video"][1].append(name)
+        return 0, "", ""
+
+
+def account_box(box, monkeypatch, users: dict, groups: dict):
+    package, tmp, _ = box
+    accounts = Accounts(users, groups)
+    monkeypatch.setattr(account, "read_account", accounts.read)
+    return package, tmp, accounts
+
+
+def test_a_missing_account_is_made_once_shown_in_check_mode_first(box, monkeypatch):
+    # The stand-in database lacks this machine's own account, so that the files can be given to it once "made".
+    package, tmp, accounts = account_box(box, monkeypatch, {}, {"video": (44, [])})
+    p = params(package, tmp)
+    dry = call(p, accounts, check_mode=True)
+    assert not dry.failed and dry.result["changed"] and accounts.account_calls == [], dry.result
+    made = [["groupadd", "--system", GROUP],
+            ["useradd", "--system", "--gid", GROUP, "--groups", "video", "--home-dir", f"/var/lib/{USER}",
+             "--create-home", "--shell", "/usr/sbin/nologin", USER]]
+    assert dry.result["account"] == made and dry.result["diff"][0]["before_header"] == f"account {USER}:{GROUP}"
+    assert not (tmp / "etc-sglang").exists()
+    first = call(p, accounts)
+    assert not first.failed and first.result["account"] == made == accounts.account_calls, first.result
+    again = call(p, accounts)
+    assert (again.failed, again.result["changed"], again.result["account"]) == (False, False, [])
+    assert accounts.account_calls == made
+
+
+def test_an_existing_account_is_only_added_to_video(box, monkeypatch):
+    package, tmp, accounts = account_box(box, monkeypatch, {"root": 0}, {"root": (0, []), "video": (44, [])})
+    done = call(params(package, tmp, user="root", group="root"), accounts)
+    assert not done.failed, done.result
+    assert accounts.account_calls == [["usermod", "--append", "--groups", "video", "root"]]
+
+
+def test_an_existing_account_with_another_primary_group_is_refused_before_anything_changes(box, monkeypatch):
+    package, tmp, accounts = account_box(box, monkeypatch, {"root": 0}, {"root": (0, []), "video": (44, [])})
+    done = call(params(package, tmp, user="root", group="sglang"), accounts)
+    assert done.failed and not done.result["changed"] and accounts.account_calls == []
+    assert "sglang_server_user=root exists with primary group id 0" in done.result["msg"]
+    assert "Set sglang_server_group to that account's primary group" in done.result["msg"]
+    assert not (tmp / "etc-sglang").exists() and not list((tmp / "units").iterdir())

@@ -145,8 +145,11 @@ def test_one_start_per_deploy(host):
 
 
 def test_service_user(host):
+    """Made by the server's module (a system account the role did not find): no login, its home, in video."""
     user = host.user("sglang")
-    assert user.exists and user.shell == "/usr/sbin/nologin"
+    assert user.exists and user.shell == "/usr/sbin/nologin" and user.home == "/var/lib/sglang"
+    assert user.group == "sglang" and "video" in user.groups and user.uid < 1000
+    assert host.file("/var/lib/sglang").user == "sglang"
 
 
 def test_api_key_never_in_play_output_or_diff(host):

@@ -21,9 +21,12 @@ description:
   - 4. How the API key reaches SGLang is decided once - a 0600 YAML file read with C(--config)
     where the release has it, else the 0600 environment file - never the command line.
   - 5. The model directory is checked (I(model_check)).
-  - 6. C(/etc/sglang/NAME.env), the key file and C(/etc/systemd/system/NAME.service) are written, a
+  - 6. The service account is made where it is missing (a system user and group, no login shell, home
+    C(/var/lib/USER), in C(video)), and proved; an existing one is only added to C(video), and one
+    whose primary group is not I(group) is refused.
+  - 7. C(/etc/sglang/NAME.env), the key file and C(/etc/systemd/system/NAME.service) are written, a
     changed unit proved with C(systemd-analyze verify) first.
-  - 7. The unit is enabled, started where the server runs here, or restarted once when a file it runs
+  - 8. The unit is enabled, started where the server runs here, or restarted once when a file it runs
     on changed after its process started (systemd's start time against the files, so a run killed
     between the write and the restart still restarts). A multi-node replica's nodes start together,
     so there (and with I(service) false) the module only reports what the service would need.
@@ -51,7 +54,7 @@ options:
     description: An SGLang package directory to check the flags against instead of I(python)'s (C(checked) only).
     type: str
   user:
-    description: The service account (C(sglang_server_user)); required for C(deployed).
+    description: The service account (C(sglang_server_user)), made where missing; required for C(deployed).
     type: raw
   group:
     description: Its group (C(sglang_server_group)); required for C(deployed).
@@ -242,6 +245,11 @@ unit:
   description: The unit's text (it holds no secret).
   returned: success, with SGLang installed and I(state) other than C(settings)
   type: str
+account:
+  description: The commands that made the service account what it needs (or would, in check mode); [] when it was.
+  returned: with I(state) deployed
+  type: list
+  elements: list
 changed_files:
   description: The files written or removed (or that would be, in check mode).
   returned: with I(state) deployed
@@ -284,11 +292,12 @@ import shutil
 from typing import Any, Optional
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_account import AccountError, account_diff, converge_account
 from ansible.module_utils.sglang_flag_table import FlagError
 from ansible.module_utils.sglang_locate import locate_package
 from ansible.module_utils.sglang_model_files import is_hub_id, model_dir_problems
 from ansible.module_utils.sglang_runtime_args import check_flags, parser_asker
-from ansible.module_utils.sglang_server_files import UnitFiles, converge_files, unit_of
+from ansible.module_utils.sglang_server_files import UnitFiles, converge_files, environment_of, unit_of, wanted_files
 from ansible.module_utils.sglang_settings import (
     FLAG_SOURCES,
     SECRET_FLAG_RE,
@@ -454,21 +463,30 @@ class Server:
         if not spec.user or not spec.group:
             self.fail("user and group are required with state deployed (sglang_server_user, sglang_server_group).")
         check_mode = module.check_mode
+        account: list[list[str]] = []
         try:
+            wanted_files(spec, environment_of(spec))  # a value the files cannot take is refused before the account
+            account = converge_account(spec.user, spec.group, module.run_command, check_mode)
             changed = converge_files(spec, module.run_command, check_mode, params["verify"])
         except UnitError as exc:
             self.fail("refusing to render the unit: " + "; ".join(exc.problems), problems=exc.problems,
                       changed_files=[])
+        except AccountError as exc:
+            self.fail(str(exc), changed=bool(exc.ran), account=exc.ran, changed_files=[])
         except FilesError as exc:
-            self.fail(str(exc), changed=bool(exc.written), changed_files=exc.written)
+            self.fail(str(exc), changed=bool(exc.written or account), changed_files=exc.written, account=account)
         changed_files, diff, published["unit"] = changed
+        published["account"] = account
+        if account:
+            diff.insert(0, account_diff(spec.user, spec.group, account))
         # What the server runs on changed in this run (check mode wrote nothing, so the files cannot tell).
         pending = bool(changed_files) or params["pending"] or tuning.gate_edited
         try:
             changed_files += [] if tuning.tuned else clear_tactics(params["autotune_cache_dir"], check_mode)
         except OSError as exc:
             self.fail(f"clearing the tuned-tactic cache of an untuned start failed: {exc}. The server was not "
-                      "(re)started.", changed=bool(changed_files), changed_files=changed_files)
+                      "(re)started.", changed=bool(changed_files or account), changed_files=changed_files,
+                      account=account)
         paths = runs_on(spec, command, tuning)
         done = {"changed_files": changed_files, "unit_path": spec.unit_path(), "pending": pending, "runs_on": paths}
         # A multi-node replica's nodes start and restart together, and the fleet's cache goes to the
@@ -477,16 +495,16 @@ class Server:
         together = facts["nnodes"] > 1 and bool(params["node_group"])
         deferred = together or not params["service"]
         if deferred and not together:
-            module.exit_json(changed=bool(changed_files), diff=diff, service={}, service_deferred=True,
+            module.exit_json(changed=bool(changed_files or account), diff=diff, service={}, service_deferred=True,
                              **done, **published)
         try:
             service = converge_service(module.run_command, spec.name, paths, published["run"], params["restart"],
                                        pending and check_mode, check_mode or deferred)
         except ServiceError as exc:
-            self.fail(str(exc), changed=bool(changed_files), **done, **published)
+            self.fail(str(exc), changed=bool(changed_files or account), **done, **published)
         if service.diff and not deferred:
             diff.append(service.diff)
-        module.exit_json(changed=bool(changed_files) or (service.changed and not deferred), diff=diff,
+        module.exit_json(changed=bool(changed_files or account) or (service.changed and not deferred), diff=diff,
                          service=service.as_dict(), service_deferred=deferred, **done, **published)
 
 

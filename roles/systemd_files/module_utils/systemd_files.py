@@ -77,7 +77,7 @@ def write(wanted: Wanted) -> None:
     account = ids(wanted.owner, wanted.group)
     if account is None:
         raise OSError(f"cannot give {wanted.path} to {wanted.owner}:{wanted.group}: no such user or "
-                      "group (the sglang role creates the service account; run it first)")
+                      "group (the account must exist before its files are written)")
     directory = os.path.dirname(wanted.path)
     fd, temporary = tempfile.mkstemp(prefix=".sglang-", dir=directory)  # mode 0600
     try:
