@@ -48,6 +48,21 @@ def test_faults_are_named_with_the_way_out_and_no_secret(exc, needles):
     assert "s3cr3t-token" not in message
 
 
+@pytest.mark.parametrize(("exc", "what", "unknown"), [
+    (requests.exceptions.ReadTimeout("read timed out"), "PUT /nodes/pve1/lxc/120/config", True),
+    (requests.exceptions.ConnectionError("Connection reset by peer"), "POST /nodes/pve1/lxc/120/status/stop", True),
+    (requests.exceptions.ConnectionError("Connection reset by peer"), "DELETE /nodes/pve1/lxc/120", True),
+    (requests.exceptions.ConnectTimeout("timed out"), "PUT /nodes/pve1/lxc/120/config", False),
+    (requests.exceptions.ReadTimeout("read timed out"), "GET /nodes/pve1/lxc/120/config", False),
+    (requests.exceptions.ReadTimeout("read timed out"), "POST /access/ticket", False),
+])
+def test_a_write_without_an_answer_never_claims_nothing_changed(exc, what, unknown):
+    """pve_lxc_devices and lxc_model_mount write with one PUT: no answer leaves its outcome unknown."""
+    message = explain(exc, LOGIN, what)
+    assert ("Nothing was changed" not in message) == unknown, message
+    assert (f"{what} may have reached the node: whether it took effect is unknown" in message) == unknown
+
+
 def test_quorum_and_node_state_from_cluster_status():
     healthy = [{"type": "cluster", "name": "c", "quorate": 1}, {"type": "node", "name": "pve1", "online": 1}]
     assert quorum_problem(healthy, "pve1") is None

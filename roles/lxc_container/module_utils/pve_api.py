@@ -73,7 +73,7 @@ class Progress:
             parts.append(f"Already done in this run before the fault: {'; '.join(self.done)}.")
         if self.sending and fault.answered:
             parts.append(f"The API refused {self.sending}, so that request changed nothing.")
-        elif self.sending:
+        elif self.sending and "may have reached the node" not in text:
             parts.append(f"{self.sending} was sent and no answer came: whether it took effect is unknown (`pct "
                          "config VMID` and Datacenter > Tasks on the node show it).")
         parts.append("Re-run once the cause is fixed: the run converges from what exists.")
@@ -178,9 +178,16 @@ def _explain(exc: Exception, login: ApiLogin, what: str) -> str:
                 "from the node's /etc/pve/pve-root-ca.pem), or set lxc_container_api_validate_certs: false "
                 "for a node whose certificate you trust. Nothing was changed.")
     if name in ("ConnectionError", "ConnectTimeout", "ReadTimeout", "Timeout", "NewConnectionError"):
+        # A write that may have reached the node (no answer, or the connection dropped after it was
+        # sent) may have taken effect: only a connection never made proves that nothing changed.
+        unknown = what.split(" ", 1)[0] in ("PUT", "POST", "DELETE") and what != "POST /access/ticket" \
+            and name in ("ConnectionError", "ReadTimeout", "Timeout")
+        outcome = (f"{what} may have reached the node: whether it took effect is unknown (`pct config VMID` "
+                   "and Datacenter > Tasks on the node show it). Re-run once the API answers: the run "
+                   "converges from what exists." if unknown else "Nothing was changed.")
         return (f"The Proxmox API at {login.url} is unreachable during {what} ({_short(text)}). Check "
                 "lxc_container_api_host and lxc_container_api_port, that pveproxy runs on the node and "
-                "that the controller can reach port 8006. Nothing was changed.")
+                f"that the controller can reach port 8006. {outcome}")
     code = re.search(r"code: ([0-9]{3})", text) if name == "AuthenticationError" else None
     if code and code.group(1) != "401":
         return (f"The Proxmox API at {login.url} answered {code.group(1)} to the password login of {login.user} "
