@@ -131,3 +131,37 @@ def test_plans_keep_the_users_entries_and_our_index():
     assert plan_raw_mount(once, "/s", "/models", " = ") == once
     proxmox = plan_raw_mount("arch: amd64\n[snap1]\narch: amd64\n", "/s", "/models", ": ")
     assert proxmox.index("lxc.mount.entry: /s models") < proxmox.index("[snap1]")
+
+
+def load_model_mount():
+    import importlib.util
+
+    from conftest import REPO
+
+    path = REPO / "roles" / "lxc_container" / "library" / "lxc_model_mount.py"
+    spec = importlib.util.spec_from_file_location("lxc_model_mount_module", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("check_mode", [True, False], ids=["check", "real"])
+@pytest.mark.parametrize("config_format", ["lxc", "proxmox"])
+def test_raw_style_a_read_only_config_is_named_in_check_mode_as_in_the_real_run(tmp_path, check_mode, config_format):
+    from types import SimpleNamespace
+
+    from ansible.module_utils.pve_api import PveFault
+    from ro_mount import read_only
+
+    folder = tmp_path / "ct"
+    folder.mkdir()
+    config = folder / "config"
+    config.write_text("lxc.uts.name = ct\n" if config_format == "lxc" else "hostname: ct\n")
+    before = config.read_bytes()
+    module = SimpleNamespace(check_mode=check_mode, params={
+        "config_path": str(config), "config_format": config_format, "host_dir": str(tmp_path), "mount": "/models"})
+    with read_only(folder), pytest.raises(PveFault) as info:
+        load_model_mount().run_raw(module)
+    message = str(info.value)
+    assert f"cannot write {config}: its file system is read-only" in message and "Nothing was written" in message, message
+    assert config.read_bytes() == before

@@ -64,7 +64,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.lxc_config_write import write_in_place
+from ansible.module_utils.lxc_config_write import write_in_place, write_problem
 from ansible.module_utils.model_mount import mount_problems, plan_mp, plan_raw_mount, raw_line
 from ansible.module_utils.pve_api import API_ARGUMENT_SPEC, ApiLogin, PveFault, call, connect, lock_problem
 
@@ -150,6 +150,10 @@ def run_raw(module: AnsibleModule) -> dict:
     result = {"changed": after != before, "key": "", "value": raw_line(p["host_dir"], p["mount"], separator)}
     if result["changed"]:
         result["diff"] = {"before": before, "after": after, "before_header": path, "after_header": path}
+        # Probed in check mode too: --check fails where the real run would.
+        problem = write_problem(path)
+        if problem:
+            raise PveFault(f"The container's model store entry must be added, but {problem}. Nothing was written.")
         if not module.check_mode:
             write_in_place(path, after)
     return result
