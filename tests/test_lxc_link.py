@@ -203,6 +203,7 @@ def test_the_key_is_added_once_and_other_keys_are_kept() -> None:
 def test_a_missing_bridge_is_made_with_its_one_address() -> None:
     assert plan_bridge(HOST, LINK) == [
         ["ip", "link", "add", "name", "sgldemo0", "type", "bridge"],
+        ["ip", "link", "set", "dev", "sgldemo0", "alias", "sglang-deploy lxc_container link"],
         ["ip", "address", "add", "169.254.213.1/24", "dev", "sgldemo0"],
         ["ip", "link", "set", "dev", "sgldemo0", "up"],
     ]
@@ -211,7 +212,8 @@ def test_a_missing_bridge_is_made_with_its_one_address() -> None:
 @pytest.mark.parametrize(("bridge", "commands"), [
     (iface("sgldemo0", "bridge", "169.254.213.1/24"), []),
     (iface("sgldemo0", "bridge", "169.254.213.1/24", up=False), [["ip", "link", "set", "dev", "sgldemo0", "up"]]),
-    (iface("sgldemo0", "bridge"), [["ip", "address", "add", "169.254.213.1/24", "dev", "sgldemo0"]]),
+    (dict(iface("sgldemo0", "bridge"), ifalias="sglang-deploy lxc_container link"),
+     [["ip", "address", "add", "169.254.213.1/24", "dev", "sgldemo0"]]),
 ])
 def test_an_existing_bridge_gets_only_what_it_lacks(bridge: dict, commands: list) -> None:
     assert plan_bridge([*HOST, bridge], LINK) == commands
@@ -223,6 +225,9 @@ def test_an_existing_bridge_gets_only_what_it_lacks(bridge: dict, commands: list
     ([*HOST, iface("sgldemo0", "bridge", "169.254.213.1/24", "10.9.9.1/24")],
      ["carries 10.9.9.1/24, expected only 169.254.213.1/24", "not this link's"]),
     ([*HOST, iface("sgldemo0", "bridge", "169.254.77.1/24")], ["carries 169.254.77.1/24"]),
+    ([*HOST, iface("sgldemo0", "bridge")], ["the bridge sgldemo0 exists with no IPv4 address and this role did not "
+                                            "make it (its alias is None", "another network's layer-2 bridge",
+                                            "lxc_container_lxc_bridge"]),
     ([*HOST, iface("br-596b88a2be01", "bridge", "169.254.213.1/24")],
      ["br-596b88a2be01 already has 169.254.213.1/24", "overlaps the link's network 169.254.213.0/24"]),
     ([*HOST, iface("eth1", None, "169.254.0.5/16")], ["eth1 already has 169.254.0.5/16", "choose another subnet"]),

@@ -197,12 +197,18 @@ def plan_authorized_keys(text: str, key: str) -> str | None:
     return text + ("" if not text or text.endswith("\n") else "\n") + key + "\n"
 
 
+# The alias a bridge made by this role carries (`ip link set ... alias`): a bare bridge without it
+# may be another network's layer-2 bridge, and is not given an address.
+BRIDGE_ALIAS = "sglang-deploy lxc_container link"
+
+
 def plan_bridge(interfaces: list[dict], link: Link) -> list[list[str]]:
     """The `ip` commands that make the bridge carry the link, from `ip -j -d addr show`.
 
     ValueError, before any command, when the name is taken by something that
-    is not a bridge, when the bridge carries another IPv4 address, or when
-    another interface has an address in the link's network.
+    is not a bridge, when the bridge carries another IPv4 address, when it
+    carries none and is not one this role made (its alias), or when another
+    interface has an address in the link's network.
     """
     name = link.bridge
     wanted = f"{link.host.ip}/{link.network.prefixlen}"
@@ -218,6 +224,7 @@ def plan_bridge(interfaces: list[dict], link: Link) -> list[list[str]]:
                                  f"{link.network}: choose another subnet for the bridge {name}")
     if mine is None:
         return [["ip", "link", "add", "name", name, "type", "bridge"],
+                ["ip", "link", "set", "dev", name, "alias", BRIDGE_ALIAS],
                 ["ip", "address", "add", wanted, "dev", name],
                 ["ip", "link", "set", "dev", name, "up"]]
     item, inet = mine
@@ -228,6 +235,11 @@ def plan_bridge(interfaces: list[dict], link: Link) -> list[list[str]]:
     if other:
         raise ValueError(f"the bridge {name} carries {', '.join(other)}, expected only {wanted}: it is not this "
                          "link's; choose another bridge name or remove the address")
+    if wanted not in inet and item.get("ifalias") != BRIDGE_ALIAS:
+        raise ValueError(f"the bridge {name} exists with no IPv4 address and this role did not make it (its alias is "
+                         f"{item.get('ifalias')!r}, not {BRIDGE_ALIAS!r}): it may be another network's layer-2 "
+                         f"bridge, and is left alone. Choose another bridge name (lxc_container_lxc_bridge), or give "
+                         f"it {wanted} yourself if it is meant for this link")
     commands = [] if wanted in inet else [["ip", "address", "add", wanted, "dev", name]]
     if "UP" not in item.get("flags", []):
         commands.append(["ip", "link", "set", "dev", name, "up"])
