@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible.module_utils import sglang_account as account
+from ansible.module_utils import service_account as account
 from ansible.module_utils import sglang_server_files as server_files
 from ansible.module_utils import systemd_state as st
 from ansible.module_utils.sglang_start_tuning import Tuning
@@ -119,10 +119,10 @@ def venv_python(tmp_path: Path) -> Path:
 READ_ACCOUNT = account.read_account
 
 
-def account_in_place(user: str, group: str) -> account.Found:
+def account_in_place(wanted: account.Account) -> account.Found:
     """This machine's account as the server needs it (the module never changes the account of the user running pytest)."""
-    found = READ_ACCOUNT(user, group)
-    return account.Found(found.user_gid, found.group_gid, 44, (user,))
+    found = READ_ACCOUNT(wanted)
+    return account.Found(found.user_gid, found.group_gid, (("video", 44, (wanted.user,)),))
 
 
 @pytest.fixture
@@ -267,10 +267,10 @@ class Accounts(Systemd):
         super().__init__()
         self.users, self.groups, self.account_calls = users, groups, []
 
-    def read(self, user: str, group: str) -> account.Found:
+    def read(self, wanted: account.Account) -> account.Found:
         video = self.groups.get("video")
-        return account.Found(self.users.get(user), self.groups.get(group) and self.groups[group][0],
-                             video and video[0], tuple(video[1]) if video else ())
+        return account.Found(self.users.get(wanted.user), self.groups.get(wanted.group) and self.groups[wanted.group][0],
+                             (("video", video[0], tuple(video[1])) if video else ("video", None, ()),))
 
     def __call__(self, argv):
         if argv[0] not in account.ACCOUNT_COMMANDS:

@@ -14,6 +14,9 @@ description:
     systemd to fill from the environment file. Control characters are refused naming the value.
   - A changed unit is proved with C(systemd-analyze verify) under its own name first; a unit
     systemd rejects replaces nothing, and no file is written.
+  - The account I(user) (its group of the same name) is made where missing, a system user with no
+    login shell and no home, once every value was checked; an existing one is used as it is, and
+    one whose primary group is not its own name is refused before anything changes.
   - Check mode and C(--diff) are honest; the key never appears in the diff or the result.
   - Does not reload systemd or restart the gateway; C(changed_files) says what changed.
 options:
@@ -26,7 +29,7 @@ options:
     type: str
     required: true
   user:
-    description: The account (and group) the gateway runs as.
+    description: The account (and group) the gateway runs as (C(sglang_router_user)), made where missing.
     type: str
     required: true
   program:
@@ -58,6 +61,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+account:
+  description: The commands that made the account (or would, in check mode); [] when it was there.
+  returned: always
+  type: list
+  elements: list
 changed_files:
   description: The files written (or that would be, in check mode).
   returned: always
@@ -66,6 +74,7 @@ changed_files:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.service_account import Account, AccountError, account_diff, converge_account
 from ansible.module_utils.sglang_router_text import KEY_VARIABLE, env_file_text, unit_text
 from ansible.module_utils.systemd_files import FilesError, Wanted, converge
 from ansible.module_utils.systemd_text import UnitError
@@ -84,13 +93,21 @@ def run(module: AnsibleModule) -> None:
                       unit_text(name, params["version"], params["user"], params["program"], params["argv"]))
     except UnitError as exc:
         module.fail_json(msg="refusing to render the unit: " + "; ".join(exc.problems), problems=exc.problems,
-                         changed_files=[])
+                         changed_files=[], account=[])
+    account = Account(params["user"], params["user"], "/nonexistent", False, (),
+                      "sglang_router_user", "sglang_router_user")
+    try:
+        made = converge_account(account, module.run_command, module.check_mode)
+    except AccountError as exc:
+        module.fail_json(msg=str(exc), changed=bool(exc.ran), account=exc.ran, changed_files=[])
     try:
         changed, diff = converge([env, unit], unit, name, module.run_command, module.check_mode,
                                  env=env, secret_names=frozenset({KEY_VARIABLE}))
     except FilesError as exc:
-        module.fail_json(msg=str(exc), changed_files=exc.written)
-    module.exit_json(changed=bool(changed), diff=diff, changed_files=changed)
+        module.fail_json(msg=str(exc), changed=bool(exc.written or made), changed_files=exc.written, account=made)
+    if made:
+        diff.insert(0, account_diff(account, made))
+    module.exit_json(changed=bool(changed or made), diff=diff, changed_files=changed, account=made)
 
 
 def main() -> None:

@@ -292,7 +292,7 @@ import shutil
 from typing import Any, Optional
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_account import AccountError, account_diff, converge_account
+from ansible.module_utils.service_account import Account, AccountError, account_diff, converge_account
 from ansible.module_utils.sglang_flag_table import FlagError
 from ansible.module_utils.sglang_locate import locate_package
 from ansible.module_utils.sglang_model_files import is_hub_id, model_dir_problems
@@ -367,6 +367,12 @@ def clear_tactics(cache_dir: str, check_mode: bool) -> list[str]:
         else:
             os.unlink(path)
     return [path]
+
+
+def account_of(spec: UnitFiles) -> Account:
+    """The server's account: its home under /var/lib, in video (the GPUs' device nodes)."""
+    return Account(spec.user, spec.group, f"/var/lib/{spec.user}", True, ("video",),
+                   "sglang_server_user", "sglang_server_group")
 
 
 def runs_on(spec: UnitFiles, command: dict[str, Any], tuning: Tuning) -> list[str]:
@@ -466,7 +472,7 @@ class Server:
         account: list[list[str]] = []
         try:
             wanted_files(spec, environment_of(spec))  # a value the files cannot take is refused before the account
-            account = converge_account(spec.user, spec.group, module.run_command, check_mode)
+            account = converge_account(account_of(spec), module.run_command, check_mode)
             changed = converge_files(spec, module.run_command, check_mode, params["verify"])
         except UnitError as exc:
             self.fail("refusing to render the unit: " + "; ".join(exc.problems), problems=exc.problems,
@@ -478,7 +484,7 @@ class Server:
         changed_files, diff, published["unit"] = changed
         published["account"] = account
         if account:
-            diff.insert(0, account_diff(spec.user, spec.group, account))
+            diff.insert(0, account_diff(account_of(spec), account))
         # What the server runs on changed in this run (check mode wrote nothing, so the files cannot tell).
         pending = bool(changed_files) or params["pending"] or tuning.gate_edited
         try:

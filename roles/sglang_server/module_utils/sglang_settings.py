@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ansible.module_utils import sglang_multinode
+from ansible.module_utils.service_account import name_problem
 from ansible.module_utils.sglang_unit_name import unit_name_problem
 from ansible.module_utils.systemd_text import UnitError, control_problems, env_lines, program_problem
 
@@ -33,7 +34,6 @@ SECRET_FLAG_RE = re.compile(r"(^|-)(api-key|key|token|secret|password|passwd)($|
 SECRET_ENV_RE = re.compile(r"(^|_)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)($|_)", re.I)
 SECRET_HINT = ("set the key through sglang_server_api_key (Ansible Vault): it goes only to a "
                "0600 file and never onto the command line, into the unit or the play output")
-ACCOUNT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,30}[$]?$")
 # Variables the role sets itself: sglang_server_environment must not set them too.
 OWN_ENV = {"HF_TOKEN": "sglang_server_hf_token", "SGLANG_SERVER_API_KEY": "sglang_server_api_key"}
 HF_REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
@@ -270,10 +270,8 @@ def _variable_problems(settings: Mapping[str, Any]) -> list[str]:
         if variable in settings:
             problems.append(check(variable, settings[variable]))
     for name in ("sglang_server_user", "sglang_server_group"):
-        value = settings.get(name)
-        if value is not None and not ACCOUNT_RE.match(str(value)):
-            problems.append(f"{name} must be a plain user or group name (letters, digits, "
-                            f"'_', '.', '-'), got {value!r}")
+        if settings.get(name) is not None:
+            problems.append(name_problem(name, settings[name]))
     if "sglang_server_unit_name" in settings:
         problems.append(unit_name_problem(settings["sglang_server_unit_name"]))
     if "sglang_server_python" in settings:
