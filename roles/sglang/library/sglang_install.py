@@ -22,7 +22,9 @@ description:
     import, reads what was resolved, writes the manifest, and only then points C(current) at it.
     Any failure removes the unfinished virtualenv and leaves C(current) as it was.
   - >-
-    A virtualenv without a manifest never finished (a killed run): it is never used and is removed.
+    A virtualenv without a manifest never finished (a killed run): it is never used and is removed,
+    only where its name is one the module gives installs (such as C(pypi-0.5.12-7f2f402c)); any
+    other directory under C(ROOT/venvs) is left alone.
   - Installs beyond I(keep) are removed; C(current) and the one before it always stay.
   - >-
     One run at a time per root: it holds C(ROOT/.install.lock) from its decision to its last prune. The
