@@ -218,7 +218,9 @@ effective:
   returned: success
   type: dict
 tuning:
-  description: This start's tuning - C(venv), C(verdict), C(fallback), C(tuned), C(server_args), C(gate_file), C(gate_edited).
+  description: >-
+    This start's tuning - C(venv), C(verdict), C(fallback), C(tuned), C(server_args), C(gate_file), C(gate_edited),
+    and C(record_dir), the directory of I(answers_record) where it is missing (else empty): the role makes only that one.
   returned: success
   type: dict
 run:
