@@ -102,9 +102,17 @@ def test_a_healthy_server_passes_records_a_reference_and_passes_against_it_again
     recorded = json.loads(reference.read_text())
     assert len(recorded["answers"]) == 96 and recorded["model"] == "stand-in"
     assert recorded["concurrency"] == 32   # compared at that concurrency, whatever the later check asks
+    assert (reference.parent.stat().st_mode & 0o777) == 0o755  # made by the role
+    # Recorded into a directory that exists (~/ref.json: a home): its mode and owner stay.
+    home = tmp_path / "alice"
+    home.mkdir()
+    os.chmod(home, 0o700)
+    os.chown(home, 1234, 1234)
     at_four = answers(tmp_path, healthy.url, "-e", f"sglang_answers_reference={reference}",
-                      "-e", "sglang_answers_concurrency=4", "-v")
+                      "-e", "sglang_answers_concurrency=4", "-e", f"sglang_answers_record={home / 'ref.json'}", "-v")
     assert at_four.rc == 0 and "concurrency: 32" in at_four.stdout
+    assert (home / "ref.json").is_file()
+    assert (home.stat().st_mode & 0o777, home.stat().st_uid, home.stat().st_gid) == (0o700, 1234, 1234)
     # The tails of the long answers differ from call to call, and a few leave early (near-ties):
     # the second check compares with the first and must still pass.
     for _ in range(2):

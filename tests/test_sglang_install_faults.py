@@ -57,10 +57,12 @@ def test_a_half_built_uv_is_replaced_whole(tmp_path, damage):
 
 
 def test_a_full_disk_during_the_uv_bootstrap_says_so_and_leaves_no_half_tool(tmp_path):
-    root = tmp_path / "opt-sglang"
-    root.mkdir()
-    with full_disk(root):
-        os.truncate(root / ".fill", (root / ".fill").stat().st_size - 8192)  # room for the lock, no more
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    root = disk / "opt-sglang"  # the root holds only what the module makes: the filler sits beside it
+    with full_disk(disk):
+        os.truncate(disk / ".fill", (disk / ".fill").stat().st_size - 8192)  # room for the lock, no more
+        root.mkdir()
         before = but_the_lock(tree_digest(root))
         refused = install(root, request=request("0.5.12"))
         after = but_the_lock(tree_digest(root))

@@ -149,10 +149,13 @@ def test_each_option_is_the_role_variable_it_names_in_messages():
                         {"disable-flashinfer-autotune": True}}
 
 
-def test_values_never_shown():
+@pytest.mark.parametrize("key", ["api-key=sk-LEAK7", "api-key sk-LEAK7", "api-key\tsk-LEAK7", "token:sk-LEAK7",
+                                 "auth/sk-LEAK7"])
+def test_values_never_shown(key):
     settings = {"sglang_server_environment": {"WANDB_API_KEY": "wk-123", "PLAIN": "shown"},
-                "sglang_server_extra_flags": {"api-key=sk-LEAK7": True, "port": 1}}
+                "sglang_server_extra_flags": {key: True, "port": 1, "tp-size=8": True}}
     assert SERVER.hidden_values(settings) == {"wk-123", "sk-LEAK7"}
+    assert SERVER.hidden_values({"sglang_server_profile": {"api-key  sk-LEAK7": True}}) == {" sk-LEAK7", "sk-LEAK7"}
 
 
 def test_an_untuned_start_clears_the_tactic_cache_in_a_real_run_only(tmp_path):
@@ -203,13 +206,16 @@ def test_check_mode_says_what_would_happen_and_changes_nothing(box):
     assert [c[0] for c in systemd.calls[calls:]] == ["show"]
 
 
-def test_bad_settings_are_refused_before_anything_changes(box):
+@pytest.mark.parametrize("key", ["api-key=sk-LEAK7", "api-key sk-LEAK7", "api-key:sk-LEAK7"])
+def test_bad_settings_are_refused_before_anything_changes(box, key):
     package, tmp, systemd = box
     call(params(package, tmp), systemd)
     before, calls = tree_digest(tmp), len(systemd.calls)
-    failed = call(params(package, tmp, port=99999, extra_flags={"api-key=sk-LEAK7": True}), systemd)
+    failed = call(params(package, tmp, port=99999, extra_flags={key: True}), systemd)
     assert failed.failed
     assert "sglang_server_port" in failed.result["msg"] and "99999" in failed.result["msg"]
+    assert f"key {key[:8] + '...'!r} is not a flag name" in failed.result["msg"]
+    assert "leak7" not in repr(failed.result).lower()
     assert tree_digest(tmp) == before and len(systemd.calls) == calls
 
 

@@ -49,33 +49,37 @@ def test_good_settings_pass():
 # Flag names: normalised once, refused by name
 # --------------------------------------------------------------------------
 
+# (key, why, the key as the message shows it, the name it suggests): a separator (any character outside [A-Za-z0-9_-])
+# with something after it cuts the key there, as what follows may be a value.
 BAD_NAMES = [
-    ("api-key ", "U+0020 (space) at position 7"),
-    ("api-key\u00a0", "U+00A0 (no-break space) at position 7"),
-    (" api-key", "U+0020 (space) at position 0"),
-    ("api-key\t", "U+0009 (unnamed) at position 7"),
-    ("api\u200b-key", "U+200B (zero width space) at position 3"),
-    ("api-key\u3000", "U+3000 (ideographic space) at position 7"),
-    ("--api-key\u00a0", "U+00A0 (no-break space) at position 9"),
-    ("API-KEY", "upper-case letters"),
-    ("api_key", "'_' where SGLang's flags have '-'"),
-    ("-api-key", "starts with '-'"),
-    ("---api-key", "starts with '-'"),
-    ("", "it is empty"),
-    ("ápi-key", "U+00E1 (latin small letter a with acute)"),
+    ("api-key ", "U+0020 (space) at position 7", "api-key ", "api-key"),
+    ("api-key\u00a0", "U+00A0 (no-break space) at position 7", "api-key\u00a0", "api-key"),
+    (" api-key", "U+0020 (space) at position 0", " ...", ""),
+    ("api-key\t", "U+0009 (unnamed) at position 7", "api-key\t", "api-key"),
+    ("api\u200b-key", "U+200B (zero width space) at position 3", "api\u200b...", "api"),
+    ("api-key\u3000", "U+3000 (ideographic space) at position 7", "api-key\u3000", "api-key"),
+    ("--api-key\u00a0", "U+00A0 (no-break space) at position 9", "--api-key\u00a0", "api-key"),
+    ("API-KEY", "upper-case letters", "API-KEY", "api-key"),
+    ("api_key", "'_' where SGLang's flags have '-'", "api_key", "api-key"),
+    ("-api-key", "starts with '-'", "-api-key", "api-key"),
+    ("---api-key", "starts with '-'", "---api-key", "api-key"),
+    ("", "it is empty", "", ""),
+    ("ápi-key", "U+00E1 (latin small letter a with acute) at position 0", "á...", ""),
 ]
 
 
-@pytest.mark.parametrize(("name", "why"), BAD_NAMES)
+@pytest.mark.parametrize(("name", "why", "shown", "hint"), BAD_NAMES)
 @pytest.mark.parametrize("source", ss.FLAG_SOURCES)
-def test_flag_names_refused_by_name_on_every_way_in(source, name, why):
+def test_flag_names_refused_by_name_on_every_way_in(source, name, why, shown, hint):
     flags = {**(PROFILE if source == "sglang_server_profile" else {}), name: SECRET}
     found = problems(**{source: flags})
     assert len(found) == 1, found
-    assert found[0].startswith(f"{source} key {name!r} is not a flag name: "), found
+    assert found[0].startswith(f"{source} key {shown!r} is not a flag name: "), found
     assert why in found[0], found
-    if name.strip().lower().replace("_", "-").lstrip("-") == "api-key" and "\u200b" not in name:
-        assert found[0].endswith("did you mean 'api-key'?")
+    if hint:  # made of what is shown only
+        assert found[0].endswith(f"did you mean {hint!r}?")
+    else:
+        assert "did you mean" not in found[0]
 
 
 def test_name_that_is_not_a_string():
@@ -256,6 +260,26 @@ def test_a_refused_name_with_a_value_never_shows_the_value(source, key):
                      "not shown). Give the value as the key's value, e.g. {'tp-size': 8}; secrets go "
                      "through sglang_server_api_key"]
     assert "LEAK7" not in " ".join(found)
+
+
+@pytest.mark.parametrize("source", ss.FLAG_SOURCES)
+@pytest.mark.parametrize(("key", "shown", "separator", "hint"), [
+    ("api-key sk-LEAK7", "api-key ...", "U+0020 (space) at position 7", "api-key"),
+    ("api-key\tsk-LEAK7", "api-key\t...", "U+0009 (unnamed) at position 7", "api-key"),
+    ("api-key:sk-LEAK7", "api-key:...", "U+003A (colon) at position 7", "api-key"),
+    ("api-key  sk-LEAK7", "api-key ...", "U+0020 (space) at position 7", "api-key"),
+    ("--token\u00a0sk-LEAK7", "--token\u00a0...", "U+00A0 (no-break space) at position 7", "token"),
+    ("API_KEY/sk-LEAK7", "API_KEY/...", "U+002F (solidus) at position 7", "api-key"),
+    (":sk-LEAK7", ":...", "U+003A (colon) at position 0", ""),
+])
+def test_a_refused_name_with_any_separator_never_shows_what_follows(source, key, shown, separator, hint):
+    flags = {**(PROFILE if source == "sglang_server_profile" else {}), key: True}
+    found = problems(**{source: flags})
+    assert found == [f"{source} key {shown!r} is not a flag name: it has {separator} (what follows it is not "
+                     "shown). Flag names are ASCII lower-case letters, digits and '-', optionally after '--'; "
+                     "give a value as the key's value, e.g. {'tp-size': 8}; secrets go through "
+                     f"sglang_server_api_key{f'; did you mean {hint!r}?' if hint else ''}"]
+    assert "leak7" not in found[0].lower()  # neither as given nor lower-cased into a suggestion
 
 
 @pytest.mark.parametrize(("name", "variable"), [("HF_TOKEN", "sglang_server_hf_token"),

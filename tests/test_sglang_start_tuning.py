@@ -168,3 +168,16 @@ def test_a_fallback_taken_without_flags_is_refused(install, taken):
         start_tuning(str(python), "", {"none": {}, "skip_ops": {}}, TUNED, True, taken=taken)
     assert str(exc.value) == (f"the answer-check fallback {taken!r} has no flags here: expected one of none, "
                               "skip_ops. Nothing was changed.")
+
+
+def test_only_a_missing_verdict_directory_is_named_for_the_role_to_make(install, tmp_path, monkeypatch):
+    """tasks/answers.yml makes record_dir (0755) and nothing else: /root or a home keeps its mode and owner."""
+    python, _ = install
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("HOME", str(home))
+    for record, expected in [(str(home / "verdict.json"), ""), ("~/verdict.json", ""),
+                             (str(home / "new" / "deeper" / "verdict.json"), str(home / "new" / "deeper")),
+                             ("~/new/verdict.json", str(home / "new")), ("verdict.json", ""), ("", "")]:
+        assert start_tuning(str(python), record, FALLBACK_ARGS, TUNED, True).record_dir == expected, record
+    assert not (home / "new").exists() and (home.stat().st_mode & 0o777) == 0o700

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,7 @@ def root(tmp_path: Path) -> Path:
     make(tmp_path, "pypi-0.5.12-aaaa", "2026-11-01T00:00:00Z", dict(REQUEST, version="0.5.12"))
     make(tmp_path, "pypi-0.5.14-bbbb", "2026-11-10T00:00:00Z", dict(REQUEST, version="0.5.14"))
     make(tmp_path, "pypi-0.5.23-cccc", "2026-11-20T00:00:00Z")
-    make(tmp_path, "pypi-0.5.24-dead", None)  # an install that never finished
+    make(tmp_path, "pypi-0.5.24-deadbeef", None)  # an install that never finished
     point(tmp_path, "pypi-0.5.23-cccc")
     return tmp_path
 
@@ -46,7 +47,7 @@ def test_scan_orders_by_install_time_and_reads_current(root):
     venvs, current = sv.scan(root)
     assert [v.name for v in venvs if v.complete] == ["pypi-0.5.12-aaaa", "pypi-0.5.14-bbbb", "pypi-0.5.23-cccc"]
     assert current == "pypi-0.5.23-cccc"
-    assert not next(v for v in venvs if v.name == "pypi-0.5.24-dead").complete
+    assert not next(v for v in venvs if v.name == "pypi-0.5.24-deadbeef").complete
 
 
 def test_matching_request(root):
@@ -66,8 +67,8 @@ def test_rollback_refusals_name_the_kept_installs(root):
     venvs, _ = sv.scan(root)
     with pytest.raises(sv.VenvError, match=r"oldest kept install\. Kept installs: pypi-0.5.12-aaaa \(0.5.12\)"):
         sv.rollback_target(venvs, "pypi-0.5.12-aaaa")
-    with pytest.raises(sv.VenvError, match="no complete SGLang install named 'pypi-0.5.24-dead'"):
-        sv.rollback_target(venvs, "pypi-0.5.23-cccc", to="pypi-0.5.24-dead")
+    with pytest.raises(sv.VenvError, match="no complete SGLang install named 'pypi-0.5.24-deadbeef'"):
+        sv.rollback_target(venvs, "pypi-0.5.23-cccc", to="pypi-0.5.24-deadbeef")
     with pytest.raises(sv.VenvError, match="current points at None"):
         sv.rollback_target(venvs, None)
 
@@ -94,16 +95,32 @@ def test_rolled_back_nightly_stays(tmp_path):
 def test_prune_keeps_current_and_its_predecessor(root):
     venvs, current = sv.scan(root)
     pruned = {Path(p).name for p in sv.prune_list(venvs, current, keep=1)}
-    assert pruned == {"pypi-0.5.12-aaaa", "pypi-0.5.24-dead"}
+    assert pruned == {"pypi-0.5.12-aaaa", "pypi-0.5.24-deadbeef"}
     pruned = {Path(p).name for p in sv.prune_list(venvs, current, keep=3)}
-    assert pruned == {"pypi-0.5.24-dead"}
+    assert pruned == {"pypi-0.5.24-deadbeef"}
 
 
 def test_prune_after_rollback_keeps_the_newer_install(root):
     point(root, "pypi-0.5.14-bbbb")
     venvs, current = sv.scan(root)
     pruned = {Path(p).name for p in sv.prune_list(venvs, current, keep=2)}
-    assert pruned == {"pypi-0.5.24-dead"}
+    assert pruned == {"pypi-0.5.24-deadbeef"}
+
+
+def test_only_directories_named_as_installs_are_removed_as_unfinished(root):
+    """venvs/ of a root given by mistake: someone's folders without a manifest are not unfinished installs."""
+    for name in ["photos", "pypi-notes", "pypi-0.5.24-DEADBEEF", "pypi-0.5.24-deadbee", "nightly-latest-1234abcd-2026"]:
+        (root / "venvs" / name).mkdir()
+    make(root, "nightly-latest-1234abcd-20261201100000", None)  # an upgrade's name, never finished
+    make(root, "git-fix-moe-gate-0123abcd", None)
+    venvs, current = sv.scan(root)
+    pruned = {Path(p).name for p in sv.prune_list(venvs, current, keep=3)}
+    assert pruned == {"pypi-0.5.24-deadbeef", "nightly-latest-1234abcd-20261201100000", "git-fix-moe-gate-0123abcd"}
+    now = time.struct_time((2026, 12, 1, 10, 0, 0, 1, 335, 0))
+    for request in [REQUEST, dict(REQUEST, source="nightly", version=""),
+                    dict(REQUEST, source="git", git="https://example.invalid/sglang.git@v0.5.23+fix/a b")]:
+        for upgrade in (False, True):
+            assert sv.VENV_NAME.fullmatch(sv.venv_name(request, upgrade, now)), (request, upgrade)
 
 
 def test_empty_root(tmp_path):
@@ -188,7 +205,7 @@ def test_after_plan_describes_the_state_after_a_rollback(root):
     assert after["current"] == "pypi-0.5.14-bbbb"
     assert after["current_manifest"]["resolved"] == {"sglang": "0.5.14"}
     # The new current (0.5.14), its predecessor and the newest install stay.
-    assert {Path(p).name for p in after["prune"]} == {"pypi-0.5.24-dead"}
+    assert {Path(p).name for p in after["prune"]} == {"pypi-0.5.24-deadbeef"}
     assert after["kept"] == ["pypi-0.5.12-aaaa", "pypi-0.5.14-bbbb", "pypi-0.5.23-cccc"]
     none = sv.after_plan(venvs, current, "none", current, keep=1)
     assert none["current"] == current and none["kept"] == ["pypi-0.5.14-bbbb", "pypi-0.5.23-cccc"]
@@ -228,8 +245,6 @@ def test_the_versions_program_runs_in_a_python_and_reads_its_distributions():
 
 def test_venv_names_say_what_and_for_which_request():
     now = (2026, 12, 1, 10, 0, 0, 1, 335, 0)
-    import time
-
     name = sv.venv_name(REQUEST, False, time.struct_time(now))
     assert name.startswith("pypi-0.5.23-") and len(name) == len("pypi-0.5.23-") + 8
     assert sv.venv_name(REQUEST, True, time.struct_time(now)) == name + "-20261201100000"

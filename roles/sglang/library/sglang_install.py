@@ -9,7 +9,9 @@ module: sglang_install
 short_description: Ensure SGLang is installed for a request, in its own virtualenv, with rollback kept
 description:
   - First checks the root where it resolves on the target (not a system directory, through
-    directories only, writable; check mode fails where the real run would), then makes the root
+    directories only, writable, and where it exists empty or holding only what this module makes
+    there, C(venvs), C(current), C(tools), C(cache), C(.install.lock) and C(.current.tmp); check mode
+    fails where the real run would), then makes the root
     and C(ROOT/venvs) directories of root's, 0755, or puts their owner and mode right, before
     anything else; the diff names each.
   - >-
@@ -22,7 +24,9 @@ description:
     import, reads what was resolved, writes the manifest, and only then points C(current) at it.
     Any failure removes the unfinished virtualenv and leaves C(current) as it was.
   - >-
-    A virtualenv without a manifest never finished (a killed run): it is never used and is removed.
+    A virtualenv without a manifest never finished (a killed run): it is never used and is removed,
+    only where its name is one the module gives installs (such as C(pypi-0.5.12-7f2f402c)); any
+    other directory under C(ROOT/venvs) is left alone.
   - Installs beyond I(keep) are removed; C(current) and the one before it always stay.
   - >-
     One run at a time per root: it holds C(ROOT/.install.lock) from its decision to its last prune. The
@@ -105,11 +109,18 @@ from ansible.module_utils.sglang_venvs import (
     uv_argv,
     venv_name,
 )
-from ansible.module_utils.sglang_install_root import ensure_directories, nearest_existing, root_problem, venv_problem
+from ansible.module_utils.sglang_install_root import (
+    CURRENT,
+    CURRENT_TMP,
+    LOCK,
+    ensure_directories,
+    nearest_existing,
+    root_problem,
+    venv_problem,
+)
 from ansible.module_utils.sglang_record_verify import RecordError, verify_distribution
 from ansible.module_utils.sglang_venv_inspect import inspect_argv, parse_inspection, tool_version
 
-LOCK = ".install.lock"
 LOW_SPACE_MIB = 200
 IMPORT_CHECK = "import torch, flashinfer, sglang; print(sglang.__version__)"
 
@@ -296,11 +307,11 @@ def write_atomic(path: Path, text: str) -> None:
 
 def switch(root: Path, name: str) -> None:
     """Point current at venvs/NAME in one rename: a kill leaves the old link or the new one."""
-    temporary = root / ".current.tmp"
+    temporary = root / CURRENT_TMP
     if temporary.is_symlink() or temporary.exists():
         temporary.unlink()
     temporary.symlink_to(root / "venvs" / name)
-    os.replace(temporary, root / "current")
+    os.replace(temporary, root / CURRENT)
 
 
 def hold_lock(root: Path, timeout: int) -> tuple[int | None, str]:

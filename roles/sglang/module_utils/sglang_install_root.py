@@ -20,6 +20,14 @@ SYSTEM_DIRECTORIES = frozenset([
 ])
 # What the module writes under the root: each must be a directory where it exists.
 OWN_DIRECTORIES = ("venvs", "tools", "cache")
+LOCK = ".install.lock"
+CURRENT = "current"
+CURRENT_TMP = ".current.tmp"  # the link `current` is renamed from; a kill can leave it
+# All the module makes directly under the root. An existing root holding anything else (a home,
+# a shared data folder given by mistake) is refused: it would be made root's and pruned under.
+# lost+found: a file system of its own mounted as the root (a dedicated disk) has it from mkfs.
+ROOT_ENTRIES = frozenset([*OWN_DIRECTORIES, CURRENT, CURRENT_TMP, LOCK, "lost+found"])
+SHOWN_FOREIGN = 3
 
 
 def nearest_existing(path: Path) -> Path:
@@ -42,6 +50,10 @@ def root_problem(root: str) -> Optional[str]:
     if not existing.is_dir():
         return (f"{given}: {existing} is a {'file' if existing.is_file() else 'non-directory'}, so the install "
                 "root cannot be made there. Nothing was changed. Move it away or set sglang_root elsewhere.")
+    if existing == resolved:
+        problem = foreign_problem(given, resolved)
+        if problem:
+            return problem
     for name in OWN_DIRECTORIES:
         own = resolved / name
         if os.path.lexists(own) and not own.is_dir():
@@ -57,6 +69,23 @@ def root_problem(root: str) -> Optional[str]:
                     "nothing can be installed. Nothing was changed. Make it writable (remount it read-write) "
                     "or set sglang_root to a writable directory.")
     return None
+
+
+def foreign_problem(given: str, root: Path) -> Optional[str]:
+    """Why the existing ROOT is not the module's own (it holds entries the module does not make), or None."""
+    try:
+        foreign = sorted(name for name in os.listdir(root) if name not in ROOT_ENTRIES)
+    except OSError as exc:
+        return (f"{given}: cannot list {root} ({exc.strerror}), so whether it holds only SGLang's installs is "
+                "unknown. Nothing was changed. Make it readable or set sglang_root to a new or empty directory.")
+    if not foreign:
+        return None
+    shown = ", ".join(repr(name) for name in foreign[:SHOWN_FOREIGN])
+    more = f" and {len(foreign) - SHOWN_FOREIGN} more" if len(foreign) > SHOWN_FOREIGN else ""
+    return (f"{given} holds {shown}{more}, which the install module does not make there: expected a new or "
+            f"empty directory, or one holding only {', '.join(sorted(ROOT_ENTRIES))} from an earlier deploy; "
+            "the root is made root's (0755) and old installs under it are deleted when pruned. Nothing was "
+            "changed. Set sglang_root to a new or empty directory of its own, such as /opt/sglang.")
 
 
 def venv_problem(venv: Path) -> Optional[str]:

@@ -6,9 +6,11 @@ Layout under a root (default /opt/sglang):
     venvs/<name>/sglang-manifest.json   what was asked, what was resolved, when
     current -> venvs/<name>       the install the service runs
 
-A virtualenv without a manifest is an install that never finished: it is never
-a rollback target and is pruned. All decisions live here so that tests can
-call them directly; the role only acts on them.
+A virtualenv without a manifest, named as venv_name names installs, is an install
+that never finished: it is never a rollback target and is pruned. A directory
+under venvs/ named otherwise is not the module's and is never removed. All
+decisions live here so that tests can call them directly; the role only acts on
+them.
 
 Installs go through uv (default) or pip. With uv, every virtualenv is filled
 from one cache under the root (same filesystem, so files are hardlinked):
@@ -27,6 +29,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 MANIFEST = "sglang-manifest.json"
+# The names venv_name makes: SOURCE-LABEL-REQUESTID, plus -YYYYmmddHHMMSS for an upgrade.
+VENV_NAME = re.compile(r"(?:pypi|nightly|git)-[A-Za-z0-9._-]+-[0-9a-f]{8}(?:-[0-9]{14})?")
 UV_CACHE = "cache/uv"
 UV_TOOL = "tools/uv"
 
@@ -44,6 +48,11 @@ class Venv:
     @property
     def complete(self) -> bool:
         return bool(self.manifest)
+
+    @property
+    def unfinished(self) -> bool:
+        """An install a killed or failed run left without its manifest (a name venv_name makes)."""
+        return not self.complete and bool(VENV_NAME.fullmatch(self.name))
 
     @property
     def installed_at(self) -> str:
@@ -136,6 +145,8 @@ def plan_install(
 def prune_list(venvs: list[Venv], current: Optional[str], keep: int) -> list[str]:
     """Paths to delete: unfinished installs, and complete ones beyond the newest `keep`.
 
+    A directory without a manifest whose name venv_name does not make is left alone: it is not ours.
+
     The current install and the one before it are never deleted, whatever `keep` says,
     so that a rollback target always exists.
     """
@@ -146,7 +157,7 @@ def prune_list(venvs: list[Venv], current: Optional[str], keep: int) -> list[str
     if current in names and names.index(current) > 0:
         protected.add(names[names.index(current) - 1])
     survivors = {v.name for v in complete[-keep:]} | protected
-    return [v.path for v in venvs if v.name not in survivors]
+    return [v.path for v in venvs if v.name not in survivors and (v.complete or v.unfinished)]
 
 
 def describe(venvs: list[Venv], current: Optional[str]) -> list[dict[str, Any]]:

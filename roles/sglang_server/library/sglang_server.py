@@ -221,7 +221,9 @@ effective:
   returned: success
   type: dict
 tuning:
-  description: This start's tuning - C(venv), C(verdict), C(fallback), C(tuned), C(server_args), C(gate_file), C(gate_edited).
+  description: >-
+    This start's tuning - C(venv), C(verdict), C(fallback), C(tuned), C(server_args), C(gate_file), C(gate_edited),
+    and C(record_dir), the directory of I(answers_record) where it is missing (else empty): the role makes only that one.
   returned: success
   type: dict
 run:
@@ -300,11 +302,11 @@ from ansible.module_utils.sglang_runtime_args import check_flags, parser_asker
 from ansible.module_utils.sglang_server_files import UnitFiles, converge_files, environment_of, unit_of, wanted_files
 from ansible.module_utils.sglang_settings import (
     FLAG_SOURCES,
-    SECRET_FLAG_RE,
     effective,
     secret_env_names,
     server_command,
     server_problems,
+    split_key,
 )
 from ansible.module_utils.sglang_start_tuning import Tuning, server_runs, start_tuning
 from ansible.module_utils.systemd_files import FilesError
@@ -331,16 +333,18 @@ def settings_of(params: dict[str, Any], tuning: Tuning) -> dict[str, Any]:
 
 
 def hidden_values(settings: dict[str, Any]) -> set[str]:
-    """Values never shown: the user's variables that look like secrets, and the value of a refused 'api-key=VALUE' name."""
+    """Values never shown: the user's variables that look like secrets, and what follows the separator of
+    a refused flag key ('api-key=VALUE', 'api-key VALUE', 'token:VALUE'; split_key), whatever its name."""
     hidden: set[str] = set()
     environment = settings.get("sglang_server_environment")
     hidden.update(str(environment[name]) for name in secret_env_names(environment) if str(environment[name]))
     for source in FLAG_SOURCES:
         flags = settings.get(source)
         if isinstance(flags, dict):
-            hidden.update(key.split("=", 1)[1] for key in flags
-                          if isinstance(key, str) and "=" in key
-                          and SECRET_FLAG_RE.search(key.split("=", 1)[0].lower()) and len(key.split("=", 1)[1]) >= 3)
+            for key in flags:
+                after = split_key(key)[1] if isinstance(key, str) else ""
+                # Shorter ones (the 8 of 'tp-size=8') would mask every such string in the output.
+                hidden.update(value for value in (after, after.strip()) if len(value) >= 3)
     return hidden
 
 

@@ -4,7 +4,8 @@ A fact such as the port can arrive as its own variable (sglang_server_port)
 or as a flag in sglang_server_profile, the autotune role's
 sglang_autotune_result.server_args or sglang_server_extra_flags. Flag names are
 normalised here once (``--tp-size`` means ``tp-size``; whitespace, Unicode
-spaces, control characters, upper case and ``_`` are refused by name), the
+spaces, control characters, upper case and ``_`` are refused by name; what
+follows a separator inside a key is never shown, see :func:`split_key`), the
 three sources are merged in that order, and each fact gets the same check on
 every way in. The readiness wait, the journal proof and the unit read the
 result of :func:`effective`, never a second variable.
@@ -29,6 +30,9 @@ from ansible.module_utils.systemd_text import UnitError, control_problems, env_l
 FLAG_SOURCES = ("sglang_server_profile", "sglang_autotune_result.server_args", "sglang_server_extra_flags")
 # Every server flag of SGLang 0.5.6 to 0.5.23 is spelled so (checked against the wheels).
 FLAG_NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]*")
+# What a flag key may hold before it is cut (upper case and '_' are refused by name); anything
+# else separates a name from what may be its value, which is never shown (split_key).
+NAME_CHARS_RE = re.compile(r"[A-Za-z0-9_-]")
 # Flags that carry a secret: they belong in the 0600 file, through sglang_server_api_key.
 SECRET_FLAG_RE = re.compile(r"(^|-)(api-key|key|token|secret|password|passwd)($|-)")
 SECRET_ENV_RE = re.compile(r"(^|_)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)($|_)", re.I)
@@ -62,15 +66,37 @@ def _describe(char: str) -> str:
     return f"U+{ord(char):04X} ({unicodedata.name(char, 'unnamed').lower()})"
 
 
+def split_key(key: str) -> tuple[str, str]:
+    """(what a message may show, what it must not) of a flag key: cut after its first separator.
+
+    A separator is any character outside NAME_CHARS_RE; what follows one may be a value, and so a
+    secret ('api-key=sk-...', 'api-key sk-...', 'token:sk-...'). A key without one is shown whole.
+    """
+    cut = next((i for i, char in enumerate(key) if not NAME_CHARS_RE.fullmatch(char)), len(key))
+    return key[:cut + 1], key[cut + 1:]
+
+
+def _hint(shown: str) -> str:
+    clean = shown.lower().replace("_", "-").lstrip("-")
+    return f"; did you mean {clean!r}?" if clean and FLAG_NAME_RE.fullmatch(clean) else ""
+
+
 def flag_name(source: str, key: Any) -> tuple[Optional[str], Optional[str]]:
     """(the flag name without dashes, None), or (None, why the key is refused)."""
-    if isinstance(key, str) and "=" in key:
-        return None, (f"{source} key {key.split('=', 1)[0] + '=...'!r} is not a flag name: it has '=' "
-                      "(what follows it is not shown). Give the value as the key's value, "
-                      "e.g. {'tp-size': 8}; secrets go through sglang_server_api_key")
     if not isinstance(key, str):
         return None, (f"{source} has the key {key!r} ({type(key).__name__}); flag names are "
                       "strings such as 'tp-size'")
+    shown, hidden = split_key(key)
+    if hidden:  # only what comes before the separator is shown or suggested
+        separator = shown[-1]
+        if separator == "=":
+            return None, (f"{source} key {shown + '...'!r} is not a flag name: it has '=' "
+                          "(what follows it is not shown). Give the value as the key's value, "
+                          "e.g. {'tp-size': 8}; secrets go through sglang_server_api_key")
+        return None, (f"{source} key {shown + '...'!r} is not a flag name: it has {_describe(separator)} at "
+                      f"position {len(shown) - 1} (what follows it is not shown). Flag names are ASCII lower-case "
+                      "letters, digits and '-', optionally after '--'; give a value as the key's value, e.g. "
+                      f"{{'tp-size': 8}}; secrets go through sglang_server_api_key{_hint(shown[:-1])}")
     name = key[2:] if key.startswith("--") else key
     if FLAG_NAME_RE.fullmatch(name):
         return name, None
@@ -88,11 +114,9 @@ def flag_name(source: str, key: Any) -> tuple[Optional[str], Optional[str]]:
         why = "it has upper-case letters (SGLang's flags are lower case)"
     else:
         why = f"it has {_describe(char)}"
-    clean = "".join(c for c in name if not (c.isspace() or unicodedata.category(c)[0] in "CZ"))
-    clean = clean.lower().replace("_", "-").lstrip("-")
-    hint = f"; did you mean {clean!r}?" if clean and FLAG_NAME_RE.fullmatch(clean) else ""
+    clean = "".join(c for c in name if NAME_CHARS_RE.fullmatch(c))  # a separator ends the key here
     return None, (f"{source} key {key!r} is not a flag name: {why}. Flag names are ASCII "
-                  f"lower-case letters, digits and '-', optionally after '--'{hint}")
+                  f"lower-case letters, digits and '-', optionally after '--'{_hint(clean)}")
 
 
 @dataclass

@@ -50,6 +50,7 @@ class Tuning:
     gate_file: str = ""  # the gate file the server runs on ("" without the autotune role)
     gate_edited: bool = False  # whether this run edits it (a restart is due)
     warning: str = ""
+    record_dir: str = ""  # the verdict file's directory where it is missing (tasks/answers.yml makes it), else ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -122,4 +123,10 @@ def start_tuning(python: str, record: str, fallback_args: dict[str, Any], autotu
     if isinstance(args, dict):  # anything else goes to the settings check as given, which names it
         args = {**args, **(fallback_args.get(fallback) or {})}
     return Tuning(venv, verdict, fallback, tuned, args, str(result.get("file") or ""),
-                  result.get("action", "none") not in ("none", None), warning)
+                  result.get("action", "none") not in ("none", None), warning, missing_directory(record))
+
+
+def missing_directory(path: str) -> str:
+    """PATH's directory when it does not exist, else "": only a directory the role makes gets its mode."""
+    directory = os.path.dirname(os.path.expanduser(path)) if path else ""
+    return directory if directory and not os.path.isdir(directory) else ""
