@@ -317,3 +317,52 @@ def test_the_workers_entry_point_asks_for_the_gateways_url(tmp_path):
     assert done.returncode != 0
     assert "missing required arguments: sglang_router_effective_url" in done.stdout, done.stdout[-2000:]
     assert "sglang_router : Take out of the gateway" not in done.stdout
+
+
+class UnitModule:
+    """A stand-in AnsibleModule for sglang_router_unit's run(): params, check mode, the real systemd-analyze."""
+
+    def __init__(self, params: dict, check_mode: bool = False) -> None:
+        self.params, self.check_mode = params, check_mode
+
+    def run_command(self, argv):
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return done.returncode, done.stdout, done.stderr
+
+    def fail_json(self, **result):
+        raise UnitExit(True, result)
+
+    def exit_json(self, **result):
+        raise UnitExit(False, result)
+
+
+class UnitExit(Exception):
+    def __init__(self, failed: bool, result: dict) -> None:
+        super().__init__(result.get("msg", ""))
+        self.failed, self.result = failed, result
+
+
+@pytest.mark.parametrize("check_mode", [False, True], ids=["real", "check"])
+def test_the_gateway_refuses_a_unit_it_did_not_write_and_changes_nothing(tmp_path, monkeypatch, check_mode):
+    # sglang_router_unit_name=ssh on a host whose sshd unit the package installed.
+    module = load(ROLE / "library" / "sglang_router_unit.py")
+    for directory in ("units", "vendor", "etc-sglang"):
+        (tmp_path / directory).mkdir()
+    monkeypatch.setattr(module, "UNIT_DIR", str(tmp_path / "units"))
+    monkeypatch.setattr(module, "CONFIG_DIR", str(tmp_path / "etc-sglang"))
+    monkeypatch.setattr(systemd_files, "UNIT_DIRS", (str(tmp_path / "units"), str(tmp_path / "vendor")))
+    (tmp_path / "vendor" / "ssh.service").write_text("[Unit]\nDescription=OpenBSD Secure Shell server\n"
+                                                     "[Service]\nExecStart=/usr/sbin/sshd -D\n")
+    before = tree_digest(tmp_path)
+    params = {"name": "ssh", "version": "1.13.0", "user": "root", "program": sys.executable,
+              "argv": ["--port", "30000"], "api_key": "sk-gw"}
+    with pytest.raises(UnitExit) as done:
+        module.run(UnitModule(params, check_mode))
+    assert done.value.failed and done.value.result["changed_files"] == []
+    assert done.value.result["msg"] == (
+        f"refusing to write {tmp_path / 'units' / 'ssh.service'}: systemd already has ssh.service from "
+        f"{tmp_path / 'vendor' / 'ssh.service'}. sglang_router_unit_name='ssh' names a unit that is not this "
+        "project's: ours would override it, and the role would then start or restart it. Set "
+        "sglang_router_unit_name to a name of its own (its default), or, if that file is a leftover of this "
+        "project, move it away and re-run. Nothing was changed.")
+    assert tree_digest(tmp_path) == before
