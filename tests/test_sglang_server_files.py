@@ -320,7 +320,7 @@ def test_a_unit_this_project_did_not_write_is_refused_and_nothing_changes(target
     failed = call(module, params(name="ssh"), check_mode=check_mode)
     assert failed.failed and failed.result["changed_files"] == []
     unit = tmp / "units" / "ssh.service"
-    reason = (f"{unit} exists and this project did not write it (it begins '[Unit]', not '{su.HEADER[:80]}', and "
+    reason = (f"{unit} exists and this project did not write it (it begins '[Unit]', not '{su.HEADER}', and "
               "its Description= and ExecStart= program are not ours)" if where == "units"
               else f"systemd already has ssh.service from {tmp / 'vendor' / 'ssh.service'}")
     assert failed.result["msg"] == (

@@ -200,11 +200,13 @@ def not_ours(path: str, wanted: str) -> Optional[str]:
     found = Path(path).read_text(encoding="utf-8", errors="surrogateescape")
     if ours(found, wanted):
         return None
-    theirs, mark = first_line(found)[:80], first_line(wanted)[:80]
+    theirs, mark = first_line(found)[:120], first_line(wanted)
     if MARK_RE.match(theirs):
         return f"{path} was written by another role of this project (it begins {theirs!r}, not {mark!r})"
-    unit = ", and its Description= and ExecStart= program are not ours" if directive(wanted, "Description") else ""
-    return f"{path} exists and this project did not write it (it begins {theirs!r}, not {mark!r}{unit})"
+    why = [f"it begins {theirs!r}"] + ([f"not {mark!r}"] if MARK_RE.match(mark) else [])
+    if directive(wanted, "Description") is not None:
+        why.append("and its Description= and ExecStart= program are not ours")
+    return f"{path} exists and this project did not write it ({', '.join(why)})"
 
 
 def unit_owner_problem(name: str, path: str, wanted: str, option: str,
