@@ -233,6 +233,17 @@ def unit_owner_problem(name: str, path: str, wanted: str, option: str,
             "re-run. Nothing was changed.")
 
 
+def file_owner_problem(path: str, wanted: str, option: str) -> Optional[str]:
+    """A refusal when the file at ``path`` (not a unit: a modules-load file) is a link or a file
+    this project did not write, naming ``option``; None when it is absent or ours."""
+    reason = not_ours(path, wanted)
+    if reason is None:
+        return None
+    return (f"refusing to write {path}: {reason}. {option}={path!r} names a file that is not this project's: "
+            f"writing ours would replace it. Set {option} to a file of its own (its default), or, if that file is "
+            "a leftover of this project, move it away and re-run. Nothing was changed.")
+
+
 class FilesError(Exception):
     """The files could not be read, the unit was rejected, or a write failed; ``written`` lists
     the paths that were due when it happened (empty before any write)."""
