@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ansible.module_utils import systemd_files
 from conftest import REPO, as_host_vars, run_cases, run_playbook, tree_digest
 
 sys.path.insert(0, str(REPO / "tests"))
@@ -73,7 +74,7 @@ def test_refusal_changes_nothing(refusals, index, needles):
     assert after == before
 
 
-def where_the_files_go(tmp_path: Path, *extra: str, search: Path, ro: Path | None = None) -> tuple[str, Path]:
+def where_the_files_go(tmp_path: Path, *extra: str, search: Path | str, ro: Path | None = None) -> tuple[str, Path]:
     """gpu_host.yml on a host that passes every check but where its two files go; returns the failure."""
     fixture = "synthetic-8gpu-imex-after-caps"
     root = tmp_path / "root"
@@ -116,3 +117,65 @@ def test_a_read_only_target_is_refused_in_check_mode_as_in_the_real_run(tmp_path
             search=tmp_path / "etc" / "system")
     for needle in (f"gpu_host cannot write {tmp_path / 'etc' / which}", "read-only file system", "Nothing was changed"):
         assert needle in message, message
+
+
+SSHD = "[Unit]\nDescription=OpenBSD Secure Shell server\n\n[Service]\nExecStart=/usr/sbin/sshd -D $SSHD_OPTS\n"
+REFUSE_UNIT = ("names a unit that is not this project's: ours would override it, and the role would then start or "
+               "restart it. Set gpu_host_unit_name to a name of its own (its default), or, if that file is a "
+               "leftover of this project, move it away and re-run. Nothing was changed.")
+
+
+@pytest.mark.parametrize("mode", [[], ["--check"]], ids=["real", "check"])
+@pytest.mark.parametrize("where", ["system", "vendor"])
+def test_a_unit_this_role_did_not_write_is_refused_before_any_write(tmp_path, mode, where):
+    # gpu_host_unit_name=ssh: the admin's unit in the unit directory, or the package's in another one.
+    etc = tmp_path / "etc"
+    for name in ("modules-load.d", "system", "vendor"):
+        (etc / name).mkdir(parents=True)
+    (etc / where / "ssh.service").write_text(SSHD)
+    message, _ = where_the_files_go(
+        tmp_path, "-e", "gpu_host_unit_name=ssh", "-e", f"gpu_host_unit_dir={etc / 'system'}",
+        "-e", f"gpu_host_modules_load_file={etc / 'modules-load.d' / 'nvidia.conf'}", *mode,
+        search=f"{etc / 'system'}:{etc / 'vendor'}")
+    unit = etc / "system" / "ssh.service"
+    reason = (f"{unit} exists and this project did not write it (it begins '[Unit]', and its Description= and "
+              "ExecStart= program are not ours)" if where == "system"
+              else f"systemd already has ssh.service from {etc / 'vendor' / 'ssh.service'}")
+    assert f"refusing to write {unit}: {reason}. gpu_host_unit_name='ssh' {REFUSE_UNIT}" in message, message
+
+
+@pytest.mark.parametrize(("what", "mode"), [("link", []), ("link", ["--check"]), ("foreign", [])])
+def test_a_modules_load_file_that_is_a_link_or_not_ours_is_refused_before_any_write(tmp_path, what, mode):
+    # gpu_host_modules_load_file=/etc/modules-load.d/modules.conf: on Debian a link to /etc/modules.
+    etc = tmp_path / "etc"
+    for name in ("modules-load.d", "system"):
+        (etc / name).mkdir(parents=True)
+    (etc / "modules").write_text("# /etc/modules: kernel modules to load at boot time.\nloop\n")
+    conf = etc / "modules-load.d" / "modules.conf"
+    if what == "link":
+        conf.symlink_to("../modules")
+    else:
+        conf.write_text("loop\n")
+    message, _ = where_the_files_go(
+        tmp_path, "-e", f"gpu_host_unit_dir={etc / 'system'}", "-e", f"gpu_host_modules_load_file={conf}", *mode,
+        search=etc / "system")
+    reason = (f"{conf} is a symbolic link to ../modules, which writing would replace with a file" if what == "link"
+              else f"{conf} exists and this project did not write it (it begins 'loop', not '# Managed by the "
+                   "gpu_host role: NVIDIA modules loaded at boot, before any container starts.')")
+    assert (f"refusing to write {conf}: {reason}. gpu_host_modules_load_file='{conf}' names a file that is not this "
+            "project's: writing ours would replace it. Set gpu_host_modules_load_file to a file of its own (its "
+            "default), or, if that file is a leftover of this project, move it away and re-run. Nothing was "
+            "changed.") in message, message
+    assert list((etc / "system").iterdir()) == []
+
+
+def test_the_files_an_existing_node_has_are_ours():
+    # A deployed unit has no header of ours ('# Ansible managed'): our Description= and program make it ours,
+    # whatever else changed (another GPU count). The modules-load file begins with the role's header.
+    deployed = ("# Ansible managed\n# /dev/nvidia-uvm...\n[Unit]\nDescription=Create every NVIDIA device node before "
+                "Proxmox starts guests\n[Service]\nExecStart=/usr/bin/nvidia-modprobe -u -c=0\n")
+    wanted = deployed.replace("-u -c=0", "-u -c=0\nExecStart=/usr/bin/nvidia-modprobe -c=1")
+    assert systemd_files.ours(deployed, wanted)
+    assert not systemd_files.ours(deployed.replace("/usr/bin/nvidia-modprobe", "/bin/true"), wanted)
+    header = "# Managed by the gpu_host role: NVIDIA modules loaded at boot, before any container starts.\n"
+    assert systemd_files.ours(header + "nvidia\n", header + "nvidia\nnvidia_uvm\n")

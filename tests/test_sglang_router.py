@@ -109,7 +109,8 @@ def settings(**over):
     base = {"replicas": [rep("a")], "host": "0.0.0.0", "port": 30000, "policy": "cache_aware",
             "metrics_host": "127.0.0.1", "metrics_port": 29000, "health_check_endpoint": "/health",
             "health_check_interval_secs": 10, "health_check_timeout_secs": 5, "health_failure_threshold": 3,
-            "health_success_threshold": 2, "extra_flags": {}, "api_key": ""}
+            "health_success_threshold": 2, "extra_flags": {}, "api_key": "",
+            "unit_name": "sglang-router"}
     base.update(over)
     return base
 
@@ -123,6 +124,13 @@ def settings(**over):
     ({"extra_flags": {"api-key": "x"}}, "use sglang_router_api_key"),
     ({"extra_flags": {"worker-urls": ["x"]}}, "use the inventory"),
     ({"extra_flags": {"log-dir": "a\nb"}}, "contains a control character"),
+    ({"unit_name": "sglang-router.socket"}, "sglang_router_unit_name must be a unit name systemd accepts, without "
+     "'.service' or another unit type's suffix: 'sglang-router.socket' ends in '.socket'"),
+    ({"unit_name": "../../etc/x"}, "sglang_router_unit_name must be a unit name systemd accepts, without '.service' "
+     "(ASCII letters, digits, ':', '_', '.', '-'; not starting with '-' or '.'; no '@'; at most 247 characters), "
+     "got '../../etc/x'"),
+    ({"unit_name": "a/b"}, "got 'a/b'"),
+    ({"unit_name": "gw\nExecStartPre=/bin/sh"}, "sglang_router_unit_name must be a unit name systemd accepts"),
 ])
 def test_bad_settings_are_named(over, expected):
     problems = gateway.settings_problems(settings(**over))
@@ -159,6 +167,7 @@ def test_unit_words_are_quoted_for_systemd():
     ({"user": "gw\nExecStartPre=/bin/sh"}, "sglang_router_user contains the control character"),
     ({"program": "smg"}, "the gateway's smg must be an absolute path"),
     ({"argv": ["--log-dir", "a\rb"]}, "argument contains the control character"),
+    ({"name": "sglang-router.socket"}, "sglang_router_unit_name must be a unit name systemd accepts"),
 ])
 def test_unit_values_systemd_cannot_take_are_refused(over, expected):
     args = {"name": "sglang-router", "version": "1.13.0", "user": "sglang-router",
@@ -255,6 +264,8 @@ GOOD = {"r1": {"sglang_router_worker_address": "169.254.1.1"}}
      "replica r1's port 99999 is out of range"),
     (GOOD, {"sglang_router_policy": "fastest"}, [], "value of sglang_router_policy must be one of"),
     (GOOD, {"sglang_router_metrics_port": 30000}, [], "the metrics need their own port"),
+    (GOOD, {"sglang_router_unit_name": "ssh.socket"}, [], "sglang_router_unit_name must be a unit name systemd "
+     "accepts, without '.service' or another unit type's suffix: 'ssh.socket' ends in '.socket'"),
     # the gateway alone: where r1 listens is not guessed from sglang_server_port or 30000
     ({"r1": {"sglang_router_worker_address": "169.254.1.1", "sglang_server_port": 31000}}, {}, ["--limit", "gw"],
      "replica r1: this run has not decided where its server listens"),
@@ -306,3 +317,52 @@ def test_the_workers_entry_point_asks_for_the_gateways_url(tmp_path):
     assert done.returncode != 0
     assert "missing required arguments: sglang_router_effective_url" in done.stdout, done.stdout[-2000:]
     assert "sglang_router : Take out of the gateway" not in done.stdout
+
+
+class UnitModule:
+    """A stand-in AnsibleModule for sglang_router_unit's run(): params, check mode, the real systemd-analyze."""
+
+    def __init__(self, params: dict, check_mode: bool = False) -> None:
+        self.params, self.check_mode = params, check_mode
+
+    def run_command(self, argv):
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return done.returncode, done.stdout, done.stderr
+
+    def fail_json(self, **result):
+        raise UnitExit(True, result)
+
+    def exit_json(self, **result):
+        raise UnitExit(False, result)
+
+
+class UnitExit(Exception):
+    def __init__(self, failed: bool, result: dict) -> None:
+        super().__init__(result.get("msg", ""))
+        self.failed, self.result = failed, result
+
+
+@pytest.mark.parametrize("check_mode", [False, True], ids=["real", "check"])
+def test_the_gateway_refuses_a_unit_it_did_not_write_and_changes_nothing(tmp_path, monkeypatch, check_mode):
+    # sglang_router_unit_name=ssh on a host whose sshd unit the package installed.
+    module = load(ROLE / "library" / "sglang_router_unit.py")
+    for directory in ("units", "vendor", "etc-sglang"):
+        (tmp_path / directory).mkdir()
+    monkeypatch.setattr(module, "UNIT_DIR", str(tmp_path / "units"))
+    monkeypatch.setattr(module, "CONFIG_DIR", str(tmp_path / "etc-sglang"))
+    monkeypatch.setattr(systemd_files, "UNIT_DIRS", (str(tmp_path / "units"), str(tmp_path / "vendor")))
+    (tmp_path / "vendor" / "ssh.service").write_text("[Unit]\nDescription=OpenBSD Secure Shell server\n"
+                                                     "[Service]\nExecStart=/usr/sbin/sshd -D\n")
+    before = tree_digest(tmp_path)
+    params = {"name": "ssh", "version": "1.13.0", "user": "root", "program": sys.executable,
+              "argv": ["--port", "30000"], "api_key": "sk-gw"}
+    with pytest.raises(UnitExit) as done:
+        module.run(UnitModule(params, check_mode))
+    assert done.value.failed and done.value.result["changed_files"] == []
+    assert done.value.result["msg"] == (
+        f"refusing to write {tmp_path / 'units' / 'ssh.service'}: systemd already has ssh.service from "
+        f"{tmp_path / 'vendor' / 'ssh.service'}. sglang_router_unit_name='ssh' names a unit that is not this "
+        "project's: ours would override it, and the role would then start or restart it. Set "
+        "sglang_router_unit_name to a name of its own (its default), or, if that file is a leftover of this "
+        "project, move it away and re-run. Nothing was changed.")
+    assert tree_digest(tmp_path) == before

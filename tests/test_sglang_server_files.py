@@ -21,6 +21,7 @@ import pytest
 
 from ansible.module_utils import systemd_files as files
 from ansible.module_utils import sglang_server_files as server_files
+from ansible.module_utils import sglang_router_text as router_text
 from ansible.module_utils import sglang_unit as su
 from ansible.module_utils.systemd_text import UnitError
 from conftest import REPO, tree_digest
@@ -64,6 +65,9 @@ def target(tmp_path, monkeypatch):
     monkeypatch.setattr(module, "CONFIG_DIR", str(tmp_path / "etc-sglang"))
     monkeypatch.setattr(module, "UNIT_DIR", str(tmp_path / "units"))
     (tmp_path / "units").mkdir()
+    # systemd's other unit directories: a package's units go in "vendor" (the host's are not read).
+    (tmp_path / "vendor").mkdir()
+    monkeypatch.setattr(files, "UNIT_DIRS", (str(tmp_path / "units"), str(tmp_path / "vendor")))
     return module, tmp_path
 
 
@@ -300,3 +304,72 @@ def test_a_read_only_config_directory_fails_in_check_mode_too(target, check_mode
         f"the files of sglang.service cannot be written here: {conf}/sglang.env ({conf} is not writable: "
         "a read-only file system or its permissions). No file was written. Make the directory writable "
         "and re-run.")
+
+
+SSHD = ("[Unit]\nDescription=OpenBSD Secure Shell server\n\n[Service]\nExecStart=/usr/sbin/sshd -D $SSHD_OPTS\n"
+        "Restart=on-failure\n\n[Install]\nWantedBy=multi-user.target\n")
+
+
+@pytest.mark.parametrize("check_mode", [False, True], ids=["real", "check"])
+@pytest.mark.parametrize("where", ["units", "vendor"])
+def test_a_unit_this_project_did_not_write_is_refused_and_nothing_changes(target, where, check_mode):
+    # sglang_server_unit_name=ssh: the admin's /etc/systemd/system/ssh.service, or the package's one.
+    module, tmp = target
+    (tmp / where / "ssh.service").write_text(SSHD)
+    before = tree_digest(tmp)
+    failed = call(module, params(name="ssh"), check_mode=check_mode)
+    assert failed.failed and failed.result["changed_files"] == []
+    unit = tmp / "units" / "ssh.service"
+    reason = (f"{unit} exists and this project did not write it (it begins '[Unit]', not '{su.HEADER}', and "
+              "its Description= and ExecStart= program are not ours)" if where == "units"
+              else f"systemd already has ssh.service from {tmp / 'vendor' / 'ssh.service'}")
+    assert failed.result["msg"] == (
+        f"refusing to write {unit}: {reason}. sglang_server_unit_name='ssh' names a unit that is not this "
+        "project's: ours would override it, and the role would then start or restart it. Set "
+        "sglang_server_unit_name to a name of its own (its default), or, if that file is a leftover of this "
+        "project, move it away and re-run. Nothing was changed.")
+    assert tree_digest(tmp) == before
+
+
+def test_a_link_at_the_units_path_is_refused_naming_its_target(target):
+    module, tmp = target
+    (tmp / "vendor" / "ssh.service").write_text(SSHD)
+    (tmp / "units" / "sshd.service").symlink_to(tmp / "vendor" / "ssh.service")
+    before = tree_digest(tmp)
+    failed = call(module, params(name="sshd"))
+    assert failed.failed
+    assert failed.result["msg"].startswith(
+        f"refusing to write {tmp / 'units' / 'sshd.service'}: {tmp / 'units' / 'sshd.service'} is a symbolic link "
+        f"to {tmp / 'vendor' / 'ssh.service'}, which writing would replace with a file. "
+        "sglang_server_unit_name='sshd' names a unit")
+    assert failed.result["msg"].endswith("Nothing was changed.")
+    assert tree_digest(tmp) == before
+
+
+def test_the_gateways_unit_is_not_the_servers_to_replace(target):
+    # Our mark is the header of the role that writes the file: another role's unit is refused too.
+    module, tmp = target
+    (tmp / "units" / "sglang.service").write_text(router_text.unit_text("sglang", "1.13.0", USER, PYTHON, []))
+    before = tree_digest(tmp)
+    failed = call(module, params())
+    assert failed.failed and f"{tmp / 'units' / 'sglang.service'} was written by another role of this project " \
+        "(it begins '# Written by the sglang_router role" in failed.result["msg"], failed.result["msg"]
+    assert tree_digest(tmp) == before
+
+
+def test_a_unit_of_ours_from_before_the_header_converges_without_a_refusal(target):
+    # The templates before 2026-12-01 began '# Ansible managed': ours where Description= and the program match.
+    module, tmp = target
+    old = ("# Ansible managed\n# SGLang 0.5.6; flags checked against its source by the sglang_flags module.\n"
+           "[Unit]\nDescription=SGLang server\n\n[Service]\n"
+           f"ExecStart={PYTHON} -m sglang.launch_server \\\n    \"--model-path\" \"/m\"\n")
+    (tmp / "units" / "sglang.service").write_text(old)
+    (tmp / "vendor" / "sglang.service").write_text(old)  # an old copy elsewhere is ours too
+    done = call(module, params())
+    assert not done.failed, done.result["msg"]
+    assert (tmp / "units" / "sglang.service").read_text() == done.result["unit"]
+    assert call(module, params()).result["changed"] is False
+    # Another program under our Description is not ours.
+    (tmp / "units" / "sglang.service").write_text(old.replace(f"ExecStart={PYTHON}", "ExecStart=/usr/bin/python3"))
+    (tmp / "vendor" / "sglang.service").unlink()
+    assert "exists and this project did not write it" in call(module, params()).result["msg"]

@@ -22,6 +22,7 @@ import pytest
 
 from ansible.module_utils import service_account as account
 from ansible.module_utils import sglang_server_files as server_files
+from ansible.module_utils import systemd_files
 from ansible.module_utils import systemd_state as st
 from ansible.module_utils.sglang_start_tuning import Tuning
 from conftest import REPO, tree_digest
@@ -180,6 +181,26 @@ def test_first_run_writes_and_starts_then_a_rerun_changes_nothing(box):
     assert ["start", "sglang.service"] in systemd.calls and ["enable", "sglang.service"] in systemd.calls
     again = call(params(package, tmp), systemd)
     assert (again.failed, again.result["changed"], again.result["service"]["action"]) == (False, False, "none")
+
+
+def test_a_unit_name_of_a_packaged_unit_is_refused_before_any_write_or_restart(box, monkeypatch):
+    # sglang_server_unit_name=ssh: writing /etc/systemd/system/ssh.service would override the package's
+    # sshd unit, and the restart rule would then restart it.
+    package, tmp, systemd = box
+    (tmp / "vendor").mkdir()
+    (tmp / "vendor" / "ssh.service").write_text("[Unit]\nDescription=OpenBSD Secure Shell server\n[Service]\n"
+                                                "ExecStart=/usr/sbin/sshd -D\n")
+    monkeypatch.setattr(systemd_files, "UNIT_DIRS", (str(tmp / "units"), str(tmp / "vendor")))
+    ssh = params(package, tmp, name="ssh")
+    before = tree_digest(tmp)
+    failed = call(ssh, systemd)
+    assert failed.failed and failed.result["changed"] is False
+    assert failed.result["msg"].startswith(
+        f"refusing to write {tmp / 'units' / 'ssh.service'}: systemd already has ssh.service from "
+        f"{tmp / 'vendor' / 'ssh.service'}. sglang_server_unit_name='ssh' names a unit that is not this project's")
+    assert failed.result["msg"].endswith("Nothing was changed.")
+    assert [argv for argv in systemd.calls if argv[0] in ("enable", "start", "restart", "daemon-reload")] == []
+    assert tree_digest(tmp) == before
 
 
 def test_a_file_changed_after_the_start_restarts_once_even_after_a_killed_run(box):

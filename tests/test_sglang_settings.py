@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from ansible.module_utils import sglang_settings as ss
-from ansible.module_utils.sglang_unit_name import UNIT_SUFFIXES
+from ansible.module_utils.systemd_unit_name import UNIT_SUFFIXES
 
 SECRET = "sk-hostile-0123456789"
 PROFILE = {"model-path": "/models/GLM-5-NVFP4", "served-model-name": "glm-5", "tp-size": 8,

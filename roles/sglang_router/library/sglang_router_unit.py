@@ -14,9 +14,16 @@ description:
     systemd to fill from the environment file. Control characters are refused naming the value.
   - A changed unit is proved with C(systemd-analyze verify) under its own name first; a unit
     systemd rejects replaces nothing, and no file is written.
+<<<<<<< HEAD
   - The account I(user) (its group of the same name) is made where missing, a system user with no
     login shell and no home, once every value was checked; an existing one is used as it is, and
     one whose primary group is not its own name is refused before anything changes.
+=======
+  - A unit this project did not write is refused before anything is written, naming
+    C(sglang_router_unit_name) - a file at the unit's path without the role's header (or,
+    without it, our C(Description=) and program), or a unit of that name elsewhere in
+    systemd's directories (a package's C(ssh.service)).
+>>>>>>> fix-foreign-units
   - Check mode and C(--diff) are honest; the key never appears in the diff or the result.
   - Does not reload systemd or restart the gateway; C(changed_files) says what changed.
 options:
@@ -102,7 +109,8 @@ def run(module: AnsibleModule) -> None:
         module.fail_json(msg=str(exc), changed=bool(exc.ran), account=exc.ran, changed_files=[])
     try:
         changed, diff = converge([env, unit], unit, name, module.run_command, module.check_mode,
-                                 env=env, secret_names=frozenset({KEY_VARIABLE}))
+                                 env=env, secret_names=frozenset({KEY_VARIABLE}),
+                                 name_option="sglang_router_unit_name")
     except FilesError as exc:
         module.fail_json(msg=str(exc), changed=bool(exc.written or made), changed_files=exc.written, account=made)
     if made:

@@ -85,6 +85,12 @@ options:
     description: "The gateway's API key; here only whether one is set matters."
     type: str
     default: ""
+  unit_name:
+    description:
+      - "The gateway's unit name without C(.service) (C(sglang_router_unit_name)): a name systemd
+        accepts, with no C(/) and no unit type's suffix (C(.socket)), as the server's name is checked."
+    type: raw
+    required: true
 """
 
 RETURN = r"""
@@ -133,6 +139,7 @@ SETTINGS = {
     "replicas": {"type": "list", "elements": "dict", "required": True},
     "extra_flags": {"type": "dict", "default": {}},
     "api_key": {"type": "str", "default": "", "no_log": True},
+    "unit_name": {"type": "raw", "required": True},
 }
 
 

@@ -12,6 +12,8 @@ import ipaddress
 import re
 from typing import Any, Mapping
 
+from ansible.module_utils.systemd_unit_name import unit_name_problem
+
 WILDCARDS = {"0.0.0.0", "::", "[::]", ""}
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$")
@@ -92,6 +94,8 @@ def local_url(host: str, port: int) -> str:
 def settings_problems(settings: Mapping[str, Any]) -> list[str]:
     """The gateway's own settings and its replicas (the module's options), every problem at once."""
     problems = replica_problems(list(settings["replicas"]))
+    name = unit_name_problem(settings["unit_name"], "sglang_router_unit_name", "sglang-router")
+    problems += [name] if name else []
     ports: dict[int, str] = {}
     for option in ("port", "metrics_port"):
         key, value = f"sglang_router_{option}", settings[option]

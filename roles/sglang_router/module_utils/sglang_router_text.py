@@ -6,6 +6,7 @@ import re
 from typing import Mapping
 
 from ansible.module_utils.systemd_text import UnitError, control_problems, env_lines, exec_arg, program_problem
+from ansible.module_utils.systemd_unit_name import unit_name_problem
 
 # The one name the API key goes by: in the environment file, and as ${SGLANG_ROUTER_API_KEY} in the argv.
 KEY_VARIABLE = "SGLANG_ROUTER_API_KEY"
@@ -24,7 +25,8 @@ def exec_start(program: str, argv: list[str]) -> str:
 
 def unit_text(name: str, version: str, user: str, program: str, argv: list[str]) -> str:
     """The whole ``NAME.service``: ``smg launch argv`` as ``user``."""
-    problems = control_problems({"sglang_router_user": user, "sglang_router_unit_name": name, "version": version})
+    problems = control_problems({"sglang_router_user": user, "version": version})
+    problems += [p for p in [unit_name_problem(name, "sglang_router_unit_name", "sglang-router")] if p]
     if problems:
         raise UnitError(problems)
     return "\n".join([

@@ -109,5 +109,6 @@ def converge_files(spec: UnitFiles, run: Runner, check_mode: bool,
     secrets = secrets_of(environment)
     shown = frozenset(spec.environment_public) - secrets
     env, key, unit = wanted_files(spec, environment)
-    changed, diff = converge([env, key, unit], unit, spec.name, run, check_mode, verify, env, secrets, shown)
+    changed, diff = converge([env, key, unit], unit, spec.name, run, check_mode, verify, env, secrets, shown,
+                               name_option="sglang_server_unit_name")
     return changed, diff, unit.text or ""

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ansible.module_utils import sglang_multinode
 from ansible.module_utils.service_account import name_problem
-from ansible.module_utils.sglang_unit_name import unit_name_problem
+from ansible.module_utils.systemd_unit_name import unit_name_problem
 from ansible.module_utils.systemd_text import UnitError, control_problems, env_lines, program_problem
 
 FLAG_SOURCES = ("sglang_server_profile", "sglang_autotune_result.server_args", "sglang_server_extra_flags")

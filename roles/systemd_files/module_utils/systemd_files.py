@@ -13,6 +13,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,14 @@ from typing import Callable, Optional
 
 # (argv) -> (rc, stdout, stderr), as AnsibleModule.run_command returns.
 Runner = Callable[[list[str]], tuple[int, str, str]]
+
+# Where systemd finds a service besides the file we write: the admin's, runtime units, local
+# installs and packages. A name already there is another unit, which ours would override.
+UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
+             "/usr/lib/systemd/system", "/lib/systemd/system")
+# The first line of what a role of this project writes (sglang_unit.HEADER, sglang_router_text.HEADER,
+# gpu_host's modules-load file): the mark of a file we wrote, where it begins what we write now.
+MARK_RE = re.compile(r"# (Written|Managed) by the [a-z_]+ role\b")
 
 
 @dataclass(frozen=True)
@@ -148,6 +157,93 @@ def unwritable(path: str) -> Optional[str]:
     return None
 
 
+def first_line(text: str) -> str:
+    return text.split("\n", 1)[0]
+
+
+def directive(text: str, key: str) -> Optional[str]:
+    """The value of the first ``KEY=`` line (a unit's ``Description=``), or None."""
+    return next((line[len(key) + 1:].strip() for line in text.splitlines() if line.startswith(f"{key}=")), None)
+
+
+def exec_program(text: str) -> Optional[str]:
+    """The program of a unit's first ``ExecStart=``, or None."""
+    words = (directive(text, "ExecStart") or "").split()
+    return words[0] if words else None
+
+
+def ours(found: str, wanted: str) -> bool:
+    """Whether ``found`` is a file this project wrote, where ``wanted`` is what it writes there now.
+
+    Our mark is the first line of ``wanted`` where that is a role's header (MARK_RE): a file that
+    begins with it was written by the same role, one with another role's header by that role. A
+    unit without a header (gpu_host's, and the server's and gateway's before 2026-12-01, begin
+    with '# Ansible managed', which any playbook writes) is ours only where it has our
+    ``Description=`` and runs our program.
+    """
+    mark, theirs = first_line(wanted), first_line(found)
+    if MARK_RE.match(theirs):  # written by a role of ours: the same role, or another one's file
+        return theirs == mark
+    description, program = directive(wanted, "Description"), exec_program(wanted)
+    return (description is not None and program is not None
+            and directive(found, "Description") == description and exec_program(found) == program)
+
+
+def not_ours(path: str, wanted: str) -> Optional[str]:
+    """Why the file at ``path`` is not ours to replace with ``wanted``, or None (absent, or ours)."""
+    if os.path.islink(path):
+        return f"{path} is a symbolic link to {os.readlink(path)}, which writing would replace with a file"
+    if not os.path.lexists(path):
+        return None
+    if not os.path.isfile(path):
+        return f"{path} is not a regular file"
+    found = Path(path).read_text(encoding="utf-8", errors="surrogateescape")
+    if ours(found, wanted):
+        return None
+    theirs, mark = first_line(found)[:120], first_line(wanted)
+    if MARK_RE.match(theirs):
+        return f"{path} was written by another role of this project (it begins {theirs!r}, not {mark!r})"
+    why = [f"it begins {theirs!r}"] + ([f"not {mark!r}"] if MARK_RE.match(mark) else [])
+    if directive(wanted, "Description") is not None:
+        why.append("and its Description= and ExecStart= program are not ours")
+    return f"{path} exists and this project did not write it ({', '.join(why)})"
+
+
+def unit_owner_problem(name: str, path: str, wanted: str, option: str,
+                       unit_dirs: Optional[list[str]] = None) -> Optional[str]:
+    """A refusal when ``NAME.service`` at ``path`` would replace or override a unit this project did
+    not write: a file there that is not ours, or a unit of that name in another of ``unit_dirs``
+    (UNIT_DIRS; systemd's search path where the caller has it). None when the unit is ours to write.
+
+    Files only, no systemctl: a converged unit (``path`` already holds ``wanted``) costs one read.
+    """
+    if os.path.isfile(path) and not os.path.islink(path) and read_text(path) == wanted:
+        return None
+    reasons = [reason for reason in [not_ours(path, wanted)] if reason]
+    here = os.path.realpath(os.path.dirname(path))
+    for directory in dict.fromkeys(os.path.realpath(d) for d in (unit_dirs or UNIT_DIRS)):
+        other = os.path.join(directory, f"{name}.service")
+        if directory != here and os.path.lexists(other) and not_ours(other, wanted):
+            reasons.append(f"systemd already has {name}.service from {other}")
+    if not reasons:
+        return None
+    return (f"refusing to write {path}: {'; '.join(reasons)}. {option}={name!r} names a unit that is not this "
+            f"project's: ours would override it, and the role would then start or restart it. Set {option} to a "
+            "name of its own (its default), or, if that file is a leftover of this project, move it away and "
+            "re-run. Nothing was changed.")
+
+
+def file_owner_problem(path: str, wanted: str, option: str) -> Optional[str]:
+    """A refusal when the file at ``path`` (not a unit: a modules-load file) is a link or a file
+    this project did not write, naming ``option``; None when it is absent or ours."""
+    reason = not_ours(path, wanted)
+    if reason is None:
+        return None
+    return (f"refusing to write {path}: {reason}. {option}={path!r} names a file that is not this project's: "
+            f"writing ours would replace it. Set {option} to a file of its own (its default), or, if that file is "
+            "a leftover of this project, move it away and re-run. Nothing was changed.")
+
+
 class FilesError(Exception):
     """The files could not be read, the unit was rejected, or a write failed; ``written`` lists
     the paths that were due when it happened (empty before any write)."""
@@ -160,16 +256,22 @@ class FilesError(Exception):
 def converge(files: list[Wanted], unit: Wanted, name: str, run: Runner, check_mode: bool,
              verify: bool = True, env: Optional[Wanted] = None,
              secret_names: frozenset[str] = frozenset(),
-             shown_names: Optional[frozenset[str]] = None) -> tuple[list[str], list[dict[str, str]]]:
+             shown_names: Optional[frozenset[str]] = None,
+             name_option: str = "the unit's name") -> tuple[list[str], list[dict[str, str]]]:
     """Make ``files`` (``unit`` and ``env`` among them) what they should be: (changed paths, --diff).
 
-    What differs is found first; a changed ``unit`` is verified with systemd before anything is
+    A ``unit`` this project did not write (a file there without our mark, or a unit of ``name``
+    elsewhere in systemd's directories: unit_owner_problem, naming ``name_option``) is refused
+    first. What differs is found next; a changed ``unit`` is verified with systemd before anything is
     written, so a rejected unit writes nothing. ``env``'s diff hides the values of
     ``secret_names`` (with ``shown_names``: of every name but those). In check mode nothing is
     written, but a file that could not be written fails as the real run would. FilesError says
     what went wrong.
     """
     try:
+        foreign = unit_owner_problem(name, unit.path, unit.text, name_option) if unit.text is not None else None
+        if foreign:
+            raise FilesError(foreign)
         due = [wanted for wanted in files if differences(wanted)]
         befores = {wanted.path: read_text(wanted.path) for wanted in due}
     except OSError as exc:

@@ -1,4 +1,8 @@
-"""sglang_server_unit_name: a name systemd accepts for a service, without a unit-type suffix."""
+"""A service's unit name: one systemd accepts, without a unit-type suffix (the roles add '.service').
+
+Shared by the server's and the gateway's settings checks (sglang_server_unit_name,
+sglang_router_unit_name); each message names the variable it came from.
+"""
 
 from __future__ import annotations
 
@@ -12,17 +16,18 @@ UNIT_SUFFIXES = (".service", ".socket", ".device", ".mount", ".automount", ".swa
                  ".timer", ".slice", ".scope")
 
 
-def unit_name_problem(value: Any) -> Optional[str]:
+def unit_name_problem(value: Any, variable: str = "sglang_server_unit_name", default: str = "sglang") -> Optional[str]:
+    """A message naming ``variable`` unless ``value`` is a service name systemd accepts, else None."""
     text = value if isinstance(value, str) else ""
     suffix = next((s for s in UNIT_SUFFIXES if text.endswith(s)), "")
     if UNIT_NAME_RE.fullmatch(text) and not suffix:
         return None
     if suffix:
-        return (f"sglang_server_unit_name must be a unit name systemd accepts, without '.service' or "
+        return (f"{variable} must be a unit name systemd accepts, without '.service' or "
                 f"another unit type's suffix: {value!r} ends in {suffix!r}, so systemctl would address "
                 f"that {suffix[1:]} unit, not the service ({', '.join(UNIT_SUFFIXES)} are unit types). "
-                f"Give the name without it, e.g. {text[:-len(suffix)] or 'sglang'!r}; "
+                f"Give the name without it, e.g. {text[:-len(suffix)] or default!r}; "
                 "the role adds '.service'")
-    return (f"sglang_server_unit_name must be a unit name systemd accepts, without '.service' "
+    return (f"{variable} must be a unit name systemd accepts, without '.service' "
             f"(ASCII letters, digits, ':', '_', '.', '-'; not starting with '-' or '.'; no '@'; "
             f"at most 247 characters), got {value!r}")
