@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible.module_utils import service_account
 from ansible.module_utils import sglang_router_settings as gateway
 from ansible.module_utils import sglang_router_text as unit
 from ansible.module_utils import systemd_files, systemd_text
@@ -326,6 +327,7 @@ class UnitModule:
         self.params, self.check_mode = params, check_mode
 
     def run_command(self, argv):
+        assert argv[0] not in service_account.ACCOUNT_COMMANDS, f"a test must never change this machine's accounts: {argv}"
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         return done.returncode, done.stdout, done.stderr
 
@@ -366,3 +368,30 @@ def test_the_gateway_refuses_a_unit_it_did_not_write_and_changes_nothing(tmp_pat
         "sglang_router_unit_name to a name of its own (its default), or, if that file is a leftover of this "
         "project, move it away and re-run. Nothing was changed.")
     assert tree_digest(tmp_path) == before
+
+
+def test_the_gateway_account_is_made_by_its_unit_module_after_the_checks_shown_in_check_mode(tmp_path, monkeypatch):
+    module = load(ROLE / "library" / "sglang_router_unit.py")
+    for directory in ("units", "etc-sglang"):
+        (tmp_path / directory).mkdir()
+    monkeypatch.setattr(module, "UNIT_DIR", str(tmp_path / "units"))
+    monkeypatch.setattr(module, "CONFIG_DIR", str(tmp_path / "etc-sglang"))
+    monkeypatch.setattr(systemd_files, "UNIT_DIRS", (str(tmp_path / "units"),))
+    monkeypatch.setattr(service_account, "read_account", lambda account: service_account.Found(None, None))
+    params = {"name": "sglang-router", "version": "1.13.0", "user": "sglang-router", "program": sys.executable,
+              "argv": ["--port", "30000"], "api_key": ""}
+    before = tree_digest(tmp_path)
+    with pytest.raises(UnitExit) as done:
+        module.run(UnitModule(params, check_mode=True))
+    assert not done.value.failed and done.value.result["changed"], done.value.result
+    assert done.value.result["account"] == [
+        ["groupadd", "--system", "sglang-router"],
+        ["useradd", "--system", "--gid", "sglang-router", "--home-dir", "/nonexistent", "--no-create-home",
+         "--shell", "/usr/sbin/nologin", "sglang-router"]]
+    assert done.value.result["diff"][0]["before_header"] == "account sglang-router:sglang-router"
+    assert tree_digest(tmp_path) == before
+    # A unit systemd rejects is refused before the account would be made.
+    params["program"] = "relative/smg"
+    with pytest.raises(UnitExit) as refused:
+        module.run(UnitModule(params, check_mode=False))
+    assert refused.value.failed and refused.value.result.get("account") in (None, []), refused.value.result

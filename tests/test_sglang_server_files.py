@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible.module_utils import service_account as account
 from ansible.module_utils import systemd_files as files
 from ansible.module_utils import sglang_server_files as server_files
 from ansible.module_utils import sglang_router_text as router_text
@@ -45,6 +46,7 @@ class Exit(Exception):
 
 
 def run_command(argv):
+    assert argv[0] not in account.ACCOUNT_COMMANDS, f"a test must never change this machine's accounts: {argv}"
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     return done.returncode, done.stdout, done.stderr
 
@@ -59,8 +61,18 @@ def params(**overrides) -> dict:
     return {**base, **overrides}
 
 
+READ_ACCOUNT = account.read_account
+
+
+def account_in_place(wanted: account.Account) -> account.Found:
+    """This machine's account as the server needs it (its account is never changed by a test)."""
+    found = READ_ACCOUNT(wanted)
+    return account.Found(found.user_gid, found.group_gid, (("video", 44, (wanted.user,)),))
+
+
 @pytest.fixture
 def target(tmp_path, monkeypatch):
+    monkeypatch.setattr(account, "read_account", account_in_place)
     module = load_module()
     monkeypatch.setattr(module, "CONFIG_DIR", str(tmp_path / "etc-sglang"))
     monkeypatch.setattr(module, "UNIT_DIR", str(tmp_path / "units"))
@@ -77,7 +89,7 @@ def call(module, p: dict, check_mode: bool = False) -> Exit:
     try:
         environment = module.environment_of(spec)
         hidden = {str(v) for k, v in environment.items() if k in module.secrets_of(environment) and str(v)}
-        changed, diff, unit = module.converge_files(spec, run_command, check_mode, p["verify"])
+        changed, diff, unit, _ = module.converge_files(spec, run_command, check_mode, p["verify"])
     except UnitError as exc:
         return Exit(True, {"msg": "refusing to render the unit: " + "; ".join(exc.problems),
                            "changed_files": [], "no_log_values": set()})

@@ -14,16 +14,13 @@ description:
     systemd to fill from the environment file. Control characters are refused naming the value.
   - A changed unit is proved with C(systemd-analyze verify) under its own name first; a unit
     systemd rejects replaces nothing, and no file is written.
-<<<<<<< HEAD
-  - The account I(user) (its group of the same name) is made where missing, a system user with no
-    login shell and no home, once every value was checked; an existing one is used as it is, and
-    one whose primary group is not its own name is refused before anything changes.
-=======
   - A unit this project did not write is refused before anything is written, naming
     C(sglang_router_unit_name) - a file at the unit's path without the role's header (or,
     without it, our C(Description=) and program), or a unit of that name elsewhere in
     systemd's directories (a package's C(ssh.service)).
->>>>>>> fix-foreign-units
+  - The account I(user) (its group of the same name) is made where missing, a system user with no
+    login shell and no home, once every check passed and before the first write; an existing one is
+    used as it is, and one whose primary group is not its own name is refused before anything changes.
   - Check mode and C(--diff) are honest; the key never appears in the diff or the result.
   - Does not reload systemd or restart the gateway; C(changed_files) says what changed.
 options:
@@ -81,7 +78,7 @@ changed_files:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.service_account import Account, AccountError, account_diff, converge_account
+from ansible.module_utils.service_account import Account, AccountError
 from ansible.module_utils.sglang_router_text import KEY_VARIABLE, env_file_text, unit_text
 from ansible.module_utils.systemd_files import FilesError, Wanted, converge
 from ansible.module_utils.systemd_text import UnitError
@@ -101,20 +98,17 @@ def run(module: AnsibleModule) -> None:
     except UnitError as exc:
         module.fail_json(msg="refusing to render the unit: " + "; ".join(exc.problems), problems=exc.problems,
                          changed_files=[], account=[])
+    # The account is made by the writer once every check passed, before the files are written.
     account = Account(params["user"], params["user"], "/nonexistent", False, (),
                       "sglang_router_user", "sglang_router_user")
     try:
-        made = converge_account(account, module.run_command, module.check_mode)
+        changed, diff, made = converge([env, unit], unit, name, module.run_command, module.check_mode,
+                                       env=env, secret_names=frozenset({KEY_VARIABLE}),
+                                       name_option="sglang_router_unit_name", account=account)
     except AccountError as exc:
         module.fail_json(msg=str(exc), changed=bool(exc.ran), account=exc.ran, changed_files=[])
-    try:
-        changed, diff = converge([env, unit], unit, name, module.run_command, module.check_mode,
-                                 env=env, secret_names=frozenset({KEY_VARIABLE}),
-                                 name_option="sglang_router_unit_name")
     except FilesError as exc:
-        module.fail_json(msg=str(exc), changed=bool(exc.written or made), changed_files=exc.written, account=made)
-    if made:
-        diff.insert(0, account_diff(account, made))
+        module.fail_json(msg=str(exc), changed=bool(exc.written), changed_files=exc.written)
     module.exit_json(changed=bool(changed or made), diff=diff, changed_files=changed, account=made)
 
 

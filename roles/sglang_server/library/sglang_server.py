@@ -21,12 +21,12 @@ description:
   - 4. How the API key reaches SGLang is decided once - a 0600 YAML file read with C(--config)
     where the release has it, else the 0600 environment file - never the command line.
   - 5. The model directory is checked (I(model_check)).
-  - 6. The service account is made where it is missing (a system user and group, no login shell, home
-    C(/var/lib/USER), in C(video)), and proved; an existing one is only added to C(video), and one
-    whose primary group is not I(group) is refused.
-  - 7. C(/etc/sglang/NAME.env), the key file and C(/etc/systemd/system/NAME.service) are written, a
-    changed unit proved with C(systemd-analyze verify) first.
-  - 8. The unit is enabled, started where the server runs here, or restarted once when a file it runs
+  - 6. C(/etc/sglang/NAME.env), the key file and C(/etc/systemd/system/NAME.service) are written, a
+    changed unit proved with C(systemd-analyze verify) first. Once every check passed and before
+    the first write, the service account is made where it is missing (a system user and group, no
+    login shell, home C(/var/lib/USER), in C(video)) and proved; an existing one is only added to
+    C(video), and one whose primary group is not I(group) is refused.
+  - 7. The unit is enabled, started where the server runs here, or restarted once when a file it runs
     on changed after its process started (systemd's start time against the files, so a run killed
     between the write and the restart still restarts). A multi-node replica's nodes start together,
     so there (and with I(service) false) the module only reports what the service would need.
@@ -294,12 +294,12 @@ import shutil
 from typing import Any, Optional
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.service_account import Account, AccountError, account_diff, converge_account
+from ansible.module_utils.service_account import AccountError
 from ansible.module_utils.sglang_flag_table import FlagError
 from ansible.module_utils.sglang_locate import locate_package
 from ansible.module_utils.sglang_model_files import is_hub_id, model_dir_problems
 from ansible.module_utils.sglang_runtime_args import check_flags, parser_asker
-from ansible.module_utils.sglang_server_files import UnitFiles, converge_files, environment_of, unit_of, wanted_files
+from ansible.module_utils.sglang_server_files import UnitFiles, converge_files, unit_of
 from ansible.module_utils.sglang_settings import (
     FLAG_SOURCES,
     effective,
@@ -371,12 +371,6 @@ def clear_tactics(cache_dir: str, check_mode: bool) -> list[str]:
         else:
             os.unlink(path)
     return [path]
-
-
-def account_of(spec: UnitFiles) -> Account:
-    """The server's account: its home under /var/lib, in video (the GPUs' device nodes)."""
-    return Account(spec.user, spec.group, f"/var/lib/{spec.user}", True, ("video",),
-                   "sglang_server_user", "sglang_server_group")
 
 
 def runs_on(spec: UnitFiles, command: dict[str, Any], tuning: Tuning) -> list[str]:
@@ -473,10 +467,7 @@ class Server:
         if not spec.user or not spec.group:
             self.fail("user and group are required with state deployed (sglang_server_user, sglang_server_group).")
         check_mode = module.check_mode
-        account: list[list[str]] = []
         try:
-            wanted_files(spec, environment_of(spec))  # a value the files cannot take is refused before the account
-            account = converge_account(account_of(spec), module.run_command, check_mode)
             changed = converge_files(spec, module.run_command, check_mode, params["verify"])
         except UnitError as exc:
             self.fail("refusing to render the unit: " + "; ".join(exc.problems), problems=exc.problems,
@@ -484,11 +475,9 @@ class Server:
         except AccountError as exc:
             self.fail(str(exc), changed=bool(exc.ran), account=exc.ran, changed_files=[])
         except FilesError as exc:
-            self.fail(str(exc), changed=bool(exc.written or account), changed_files=exc.written, account=account)
-        changed_files, diff, published["unit"] = changed
+            self.fail(str(exc), changed=bool(exc.written), changed_files=exc.written)
+        changed_files, diff, published["unit"], account = changed
         published["account"] = account
-        if account:
-            diff.insert(0, account_diff(account_of(spec), account))
         # What the server runs on changed in this run (check mode wrote nothing, so the files cannot tell).
         pending = bool(changed_files) or params["pending"] or tuning.gate_edited
         try:

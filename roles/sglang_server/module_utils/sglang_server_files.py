@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ansible.module_utils.service_account import Account
 from ansible.module_utils.sglang_settings import secret_env_names
 from ansible.module_utils.sglang_unit import config_file_text, env_file_text, unit_text
 from ansible.module_utils.systemd_files import Runner, Wanted, converge
@@ -97,18 +98,26 @@ def wanted_files(spec: UnitFiles, environment: dict[str, Any]) -> tuple[Wanted, 
     return env, key, unit
 
 
+def account_of(spec: UnitFiles) -> Account:
+    """The server's account: its home under /var/lib, in video (the GPUs' device nodes)."""
+    return Account(spec.user, spec.group, f"/var/lib/{spec.user}", True, ("video",),
+                   "sglang_server_user", "sglang_server_group")
+
+
 def converge_files(spec: UnitFiles, run: Runner, check_mode: bool,
-                   verify: bool = True) -> tuple[list[str], list[dict[str, str]], str]:
-    """Make the three files what they should be: (changed paths, --diff, the unit's text).
+                   verify: bool = True) -> tuple[list[str], list[dict[str, str]], str, list[list[str]]]:
+    """Make the account and the three files what they should be: (changed paths, --diff, the unit's
+    text, the commands that made the account).
 
     UnitError names a value that cannot go into them (nothing written); FilesError
-    a rejected unit or a failed write. ``--diff`` shows only the values of
-    ``environment_public``; every other value of the environment file is masked.
+    a rejected unit or a failed write; AccountError an account that cannot be made
+    right (after every other check, before any write). ``--diff`` shows only the
+    values of ``environment_public``; every other value of the environment file is masked.
     """
     environment = environment_of(spec)
     secrets = secrets_of(environment)
     shown = frozenset(spec.environment_public) - secrets
     env, key, unit = wanted_files(spec, environment)
-    changed, diff = converge([env, key, unit], unit, spec.name, run, check_mode, verify, env, secrets, shown,
-                               name_option="sglang_server_unit_name")
-    return changed, diff, unit.text or ""
+    changed, diff, made = converge([env, key, unit], unit, spec.name, run, check_mode, verify, env, secrets, shown,
+                                   name_option="sglang_server_unit_name", account=account_of(spec))
+    return changed, diff, unit.text or "", made

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from ansible.module_utils.service_account import Account, account_diff, converge_account
+
 # (argv) -> (rc, stdout, stderr), as AnsibleModule.run_command returns.
 Runner = Callable[[list[str]], tuple[int, str, str]]
 
@@ -257,8 +259,10 @@ def converge(files: list[Wanted], unit: Wanted, name: str, run: Runner, check_mo
              verify: bool = True, env: Optional[Wanted] = None,
              secret_names: frozenset[str] = frozenset(),
              shown_names: Optional[frozenset[str]] = None,
-             name_option: str = "the unit's name") -> tuple[list[str], list[dict[str, str]]]:
-    """Make ``files`` (``unit`` and ``env`` among them) what they should be: (changed paths, --diff).
+             name_option: str = "the unit's name",
+             account: Optional[Account] = None) -> tuple[list[str], list[dict[str, str]], list[list[str]]]:
+    """Make ``files`` (``unit`` and ``env`` among them) what they should be: (changed paths, --diff,
+    the commands that made ``account``).
 
     A ``unit`` this project did not write (a file there without our mark, or a unit of ``name``
     elsewhere in systemd's directories: unit_owner_problem, naming ``name_option``) is refused
@@ -266,7 +270,8 @@ def converge(files: list[Wanted], unit: Wanted, name: str, run: Runner, check_mo
     written, so a rejected unit writes nothing. ``env``'s diff hides the values of
     ``secret_names`` (with ``shown_names``: of every name but those). In check mode nothing is
     written, but a file that could not be written fails as the real run would. FilesError says
-    what went wrong.
+    what went wrong. The unit's ``account`` is made (service_account; AccountError) once every
+    check passed, before the files that belong to it are written.
     """
     try:
         foreign = unit_owner_problem(name, unit.path, unit.text, name_option) if unit.text is not None else None
@@ -287,7 +292,8 @@ def converge(files: list[Wanted], unit: Wanted, name: str, run: Runner, check_mo
                          + "; ".join(f"{path} ({where} is not writable: a read-only file system or its "
                                      "permissions)" for path, where in blocked)
                          + ". No file was written. Make the directory writable and re-run.")
-    diff = []
+    made = converge_account(account, run, check_mode) if account is not None else []
+    diff = [account_diff(account, made)] if account is not None and made else []
     shown = set(shown_names) if shown_names is not None else None
     for wanted in due:
         entry = diff_entry(wanted, befores[wanted.path])
@@ -302,4 +308,4 @@ def converge(files: list[Wanted], unit: Wanted, name: str, run: Runner, check_mo
                 write(wanted)
         except OSError as exc:
             raise FilesError(f"writing the files of {name}.service failed: {exc}", [w.path for w in due]) from None
-    return [wanted.path for wanted in due], diff
+    return [wanted.path for wanted in due], diff, made
