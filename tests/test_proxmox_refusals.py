@@ -31,7 +31,7 @@ def refused(node, *extra, **options):
 
 @pytest.mark.parametrize("mode", [[], ["--check", "--diff"]], ids=["real", "check"])
 def test_someone_elses_container_at_the_vmid_is_left_alone_and_named(node, mode):
-    node.add_ct(status="running", config=PROD_DB)
+    node.add_ct(status="running", config=PROD_DB, owned=False)
     message = refused(node, *mode)
     for needle in ("Container 120 already exists with hostname 'prod-db'", "'production database, do not touch'",
                    "lxc_container_vmid to a free id", "Nothing was changed"):
