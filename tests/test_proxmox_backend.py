@@ -17,6 +17,7 @@ import pytest
 from conftest import REPO, as_host_vars, run_cases, run_playbook, tree_digest
 from fake_nvidia_root import build
 from ansible.module_utils.nvidia_discovery import discover
+from ansible.module_utils.pve_container import OWNER_TAG
 from pve_fake import NODE, PASSWORD, TEMPLATE, TOKEN_ID, TOKEN_SECRET, PveThread, add_template, config_of, seed
 
 GPU = REPO / "tests" / "fixtures" / "gpu"
@@ -100,8 +101,13 @@ class Node:
             run.requests = self.pve.requests[start:]   # the whole run's: the fake cannot tell the hosts apart
         return runs
 
-    def add_ct(self, **options) -> None:
-        """A container that exists before the run, with its conf file on the node."""
+    def add_ct(self, owned: bool = True, **options) -> None:
+        """A container that exists before the run, with its conf file on the node; `owned`: it
+        carries the tag the role gives what it creates (a run of the role made it)."""
+        if owned:
+            config = dict(options.get("config") or {})
+            config["tags"] = ";".join(filter(None, [str(config.get("tags", "")), OWNER_TAG]))
+            options["config"] = config
         self.fake.run(lambda pve: pve.add_ct(VMID, "sglang1", node=NODE, **options))
         self.confdir.mkdir(exist_ok=True)
         (self.confdir / f"{VMID}.conf").write_text("hostname: sglang1\n")
@@ -146,6 +152,7 @@ def assert_converged(node: Node, run) -> None:
     assert config["rootfs"].startswith("local-lvm:vm-120-disk-0,size=200G")
     assert "bridge=vmbr0" in config["net0"] and "ip=dhcp" in config["net0"]
     assert node.pve.ct(VMID).status == "running"
+    assert OWNER_TAG in str(config.get("tags", "")).split(";"), config   # ours: created or adopted with the tag
     passed = {value.split(",")[0] for value in devices(config).values()}
     assert EXPECTED_DEVICES <= passed, config
     assert all(value.endswith(",mode=0666") for value in devices(config).values())
@@ -170,6 +177,8 @@ def assert_each_gpu_module_once(run, devices: bool = True, given: bool = False) 
 def test_fresh_create_with_password_then_second_run_writes_nothing(node):
     first = node.play()
     assert_converged(node, first)
+    (create,) = [body for method, path, body in first.requests if method == "POST" and path.endswith(f"/nodes/{NODE}/lxc")]
+    assert f"tags={OWNER_TAG}".encode() in create.split(b"&"), create
     assert_each_gpu_module_once(first)
     put = [body for method, path, body in first.requests if method == "PUT" and path.endswith("/config")]
     assert put, "devN went through the API"

@@ -18,6 +18,10 @@ PROD_DB = {"hostname": "prod-db", "memory": 4096, "cores": 4, "unprivileged": 1,
            "net0": "name=eth0,bridge=vmbr1,hwaddr=BC:24:11:00:00:09,ip=10.9.9.9/24,gw=10.9.9.1,type=veth",
            "description": "production database, do not touch", "rootfs": "local-lvm:vm-120-disk-0,size=32G"}
 
+OURS = {"hostname": "sglang1", "cores": 32, "memory": 262144, "swap": 0, "onboot": 1, "features": "nesting=1",
+        "unprivileged": 1, "net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth",
+        "rootfs": "local-lvm:vm-120-disk-0,size=200G"}
+
 
 def refused(node, *extra, **options):
     """Run container.yml; it must fail, change nothing, and return its failure messages as one line."""
@@ -31,11 +35,51 @@ def refused(node, *extra, **options):
 
 @pytest.mark.parametrize("mode", [[], ["--check", "--diff"]], ids=["real", "check"])
 def test_someone_elses_container_at_the_vmid_is_left_alone_and_named(node, mode):
-    node.add_ct(status="running", config=PROD_DB)
+    node.add_ct(status="running", config=PROD_DB, owned=False)
     message = refused(node, *mode)
     for needle in ("Container 120 already exists with hostname 'prod-db'", "'production database, do not touch'",
                    "lxc_container_vmid to a free id", "Nothing was changed"):
         assert needle in message, message
+
+
+@pytest.mark.parametrize("mode", [[], ["--check", "--diff"]], ids=["real", "check"])
+def test_our_hostname_without_the_owner_tag_is_not_ours_and_is_left_alone(node, mode):
+    """A container someone made with the hostname the role would give: the hostname alone does not
+    make it ours."""
+    node.add_ct(status="running", config=dict(OURS, tags="backup;prod", description="made by hand"), owned=False)
+    message = refused(node, *mode)
+    for needle in ("Container 120 already exists with hostname 'sglang1' but without the tag 'sglang-deploy'",
+                   "(its tags: 'backup;prod'; its description: 'made by hand')", "not made by this role",
+                   "re-run once with `-e lxc_container_adopt=true`", "its other tags kept",
+                   "lxc_container_vmid to a free id", "Nothing was changed"):
+        assert needle in message, message
+
+
+def test_adopt_tags_the_container_keeping_its_own_tags_then_nothing_changes(node):
+    node.add_ct(status="running", config=dict(OURS, tags="backup;prod"), owned=False)
+    tags = lambda: set(node.pve.ct(VMID).config.get("tags", "").split(";"))
+    before = node.digest()
+    check = node.play("--check", "--diff", "-e", "lxc_container_adopt=true")
+    assert check.status == "successful", check.stdout
+    assert "tags: backup;prod;sglang-deploy" in check.stdout, check.stdout
+    assert writes(check) == [] and node.digest() == before
+
+    adopted = node.play("-e", "lxc_container_adopt=true")
+    assert adopted.status == "successful", adopted.stdout
+    assert tags() == {"backup", "prod", "sglang-deploy"}
+    assert any(method == "PUT" and path.endswith(f"/lxc/{VMID}/config") and b"tags=" in body
+               for method, path, body in adopted.requests), adopted.requests
+    # From here it is ours: without adopt, and with it, a run changes nothing.
+    for again in (node.play(), node.play("-e", "lxc_container_adopt=true")):
+        assert again.status == "successful" and again.changed == 0, again.stdout
+        assert writes(again) == [], writes(again)
+    assert tags() == {"backup", "prod", "sglang-deploy"}
+
+
+def test_adopt_does_not_take_a_container_with_another_hostname(node):
+    node.add_ct(status="running", config=PROD_DB, owned=False)
+    message = refused(node, "-e", "lxc_container_adopt=true")
+    assert "Container 120 already exists with hostname 'prod-db'" in message, message
 
 
 # Each value reaches PVE's config only through a property string or a number: refused before any
@@ -156,11 +200,6 @@ def test_an_existing_container_of_ours_gets_net0_without_the_old_gateway(node):
     net0 = node.pve.ct(VMID).config["net0"]
     assert "gw=" not in net0 and "bridge=vmbr0" in net0 and "hwaddr=BC:24:11:00:00:09" in net0, net0
     assert NODE == "pve1"
-
-
-OURS = {"hostname": "sglang1", "cores": 32, "memory": 262144, "swap": 0, "onboot": 1, "features": "nesting=1",
-        "unprivileged": 1, "net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth",
-        "rootfs": "local-lvm:vm-120-disk-0,size=200G"}
 
 
 @pytest.mark.parametrize("mode", [[], ["--check"]], ids=["real", "check"])

@@ -122,7 +122,7 @@ def request(**changes) -> Request:
 
 def test_update_compares_what_pve_returns_and_keeps_its_mac():
     config = {"hostname": "sglang1", "cores": 32, "memory": 262144, "swap": 0, "onboot": 1, "features": "nesting=1",
-              "net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth"}
+              "net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth", "tags": "sglang-deploy"}
     assert not plan_update(request(), config).changed
     update = plan_update(request(cores=16, netif={"net0": "name=eth0,bridge=vmbr1,ip=dhcp"}), config)
     assert update.set["cores"] == "16" and update.before["cores"] == "32"

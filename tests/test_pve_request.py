@@ -9,10 +9,13 @@ import pytest
 
 from ansible.module_utils.pve_api import api_host_problem
 from ansible.module_utils.pve_container import (
+    OWNER_TAG,
     Request,
+    describe,
     existing_problems,
     hostname_problem,
     merged,
+    plan_update,
     request_problems,
     split_disk,
     vmid_of,
@@ -98,13 +101,61 @@ def test_someone_elses_container_is_refused_naming_what_is_there():
 
 
 def test_create_only_settings_that_differ_are_each_named_with_the_way_out():
-    config = {"hostname": "sglang1", "rootfs": "local-lvm:vm-120-disk-0,size=8G"}
+    config = {"hostname": "sglang1", "rootfs": "local-lvm:vm-120-disk-0,size=8G", "tags": OWNER_TAG}
     (message,) = existing_problems(request(), config)
     for needle in ("is privileged but lxc_container_unprivileged=true", "cannot change this after creation",
                    "pct restore 120 BACKUP --unprivileged 1", "rootfs is 8G", "pct resize 120 rootfs 200G",
                    "lxc_container_disk_gb=8"):
         assert needle in message, message
     assert existing_problems(request(), dict(config, unprivileged=1, rootfs="local-lvm:vm-120-disk-0,size=1T")) == []
+
+
+OURS = {"hostname": "sglang1", "cores": "32", "memory": "262144", "swap": "0", "onboot": "1",
+        "features": "nesting=1", "unprivileged": 1, "net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,ip=dhcp",
+        "rootfs": "local-lvm:vm-120-disk-0,size=200G"}
+
+
+def test_a_create_carries_the_owner_tag():
+    assert OWNER_TAG == "sglang-deploy"
+    assert request().create_payload()["tags"] == OWNER_TAG
+
+
+def test_our_hostname_without_the_owner_tag_is_refused_naming_it_and_the_way_to_adopt():
+    config = dict(OURS, tags="prod;backup", description="made by hand,\nkeep")
+    (message,) = existing_problems(request(), config)
+    for needle in ("Container 120 already exists with hostname 'sglang1' but without the tag 'sglang-deploy'",
+                   "(its tags: 'prod;backup'; its description: 'made by hand, keep')", "not made by this role",
+                   "-e lxc_container_adopt=true", "its other tags kept", "pvesh get /cluster/nextid",
+                   "Nothing was changed"):
+        assert needle in message, message
+    (bare,) = existing_problems(request(), OURS)
+    assert "creates (its tags: none): it was not made by this role" in bare, bare
+    # A tag that only contains ours, or ours among others in any case or separator, is ours.
+    assert existing_problems(request(), dict(OURS, tags="sglang-deploy-old")) != []
+    for tags in ("sglang-deploy", "prod;sglang-deploy", "SGLang-Deploy", "prod, sglang-deploy backup"):
+        assert existing_problems(request(), dict(OURS, tags=tags)) == [], tags
+
+
+def test_adopt_does_not_override_another_hostname_or_create_only_settings():
+    (message,) = existing_problems(request(adopt=True), dict(OURS, hostname="prod-db"))
+    assert "hostname 'prod-db'" in message and "not 'sglang1'" in message and "adopt" not in message, message
+    (message,) = existing_problems(request(adopt=True), dict(OURS, unprivileged=0))
+    assert "is privileged but lxc_container_unprivileged=true" in message, message
+
+
+def test_adoption_adds_the_tag_to_the_users_own_and_an_owned_container_plans_nothing():
+    config = dict(OURS, tags="prod;backup")
+    assert existing_problems(request(adopt=True), config) == []
+    update = plan_update(request(adopt=True), config)
+    assert update.set == {"tags": "prod;backup;sglang-deploy"}, update.set
+    assert update.before == {"tags": "prod;backup"}
+    assert "tags: prod;backup;sglang-deploy" in describe(update.set)
+    assert plan_update(request(adopt=True), dict(OURS)).set == {"tags": "sglang-deploy"}
+    # Once tagged (PVE sorts and lowercases), nothing more, adopt or not; other settings keep their rule.
+    for tags in ("backup;prod;sglang-deploy", "SGLANG-DEPLOY"):
+        assert not plan_update(request(), dict(OURS, tags=tags)).changed
+        assert not plan_update(request(adopt=True), dict(OURS, tags=tags)).changed
+    assert plan_update(request(cores=16), dict(OURS, tags=OWNER_TAG)).set == {"cores": "16"}
 
 
 @pytest.mark.parametrize(("host", "needle"), [

@@ -22,6 +22,10 @@ description:
     formats (the vmid, host name, storage id, sizes, the netif keys and property strings, the
     features). An existing container at the vmid with another hostname is refused, as is one whose
     create never finished, or whose C(unprivileged) or smaller rootfs differ from the request.
+  - A container it creates gets the PVE tag C(sglang-deploy). An existing one with the hostname
+    but without that tag was not made by this module and is refused, naming it, unless I(adopt)
+    is true, which adds the tag to its own tags; it is managed from then on. Tags are never
+    removed.
   - A fault after something was done says what was done (and returns C(changed), C(created)).
   - >-
     devN entries are not set here: PVE allows them to root@pam only (pve_lxc_devices).
@@ -53,6 +57,13 @@ options:
   unprivileged: {description: Unprivileged container (creation only)., type: bool, default: true}
   onboot: {description: Start at boot., type: bool, default: true}
   pubkey: {description: SSH public key for root (creation only)., type: str, default: ""}
+  adopt:
+    description: >-
+      Take over an existing container with the hostname but without the tag C(sglang-deploy)
+      (made by hand or by an earlier version): add the tag, keeping its other tags. False
+      refuses it. A container with another hostname is refused either way.
+    type: bool
+    default: false
   state:
     description: C(present) makes it exist with its settings; C(started) also makes it run.
     type: str
@@ -173,6 +184,7 @@ ARGUMENT_SPEC = dict(
     unprivileged={"type": "bool", "default": True},
     onboot={"type": "bool", "default": True},
     pubkey={"type": "str", "default": ""},
+    adopt={"type": "bool", "default": False},
     state={"type": "str", "choices": ["present", "started"], "default": "present"},
     restart={"type": "bool", "default": False},
     task_timeout={"type": "int", "default": 300},
@@ -306,6 +318,7 @@ def request_of(params: dict) -> Request:
         disk=params["disk"], cores=params["cores"], memory=params["memory"], swap=params["swap"],
         netif={str(k): str(v) for k, v in params["netif"].items()}, features=params["features"],
         unprivileged=params["unprivileged"], onboot=params["onboot"], pubkey=params["pubkey"],
+        adopt=params["adopt"],
     )
 
 

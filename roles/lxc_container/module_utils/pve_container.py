@@ -15,6 +15,13 @@ from ansible.module_utils.pve_format import FEATURES_FORMAT, NET_FORMAT, STORAGE
 # key) exist only at creation: PVE cannot change them in place.
 UPDATABLE = ("hostname", "cores", "memory", "swap", "onboot", "features")
 
+# The PVE tag this role gives every container it creates: a container at the vmid without it was
+# made by someone else (or by hand, or by a version of this project before the tag), and a same
+# hostname does not make it ours. A pve-tag (pve-common): [a-z0-9_][a-z0-9_+.-]*; PVE keeps tags
+# as one string split at ';', ',' or spaces, and lowercases them unless datacenter.cfg's
+# tag-style says case-sensitive, so they are compared in lower case.
+OWNER_TAG = "sglang-deploy"
+
 
 @dataclass
 class Request:
@@ -30,6 +37,7 @@ class Request:
     unprivileged: bool
     onboot: bool
     pubkey: str = ""
+    adopt: bool = False
 
     def settings(self) -> dict[str, str]:
         """The updatable settings as PVE writes them in its config."""
@@ -52,6 +60,7 @@ class Request:
             "unprivileged": 1 if self.unprivileged else 0,
         }
         payload.update({key: value for key, value in self.settings().items() if value != ""})
+        payload["tags"] = OWNER_TAG
         if self.pubkey:
             payload["ssh-public-keys"] = self.pubkey
         return payload
@@ -93,14 +102,32 @@ def same(key: str, wanted: str, current: Any) -> bool:
 
 
 def plan_update(request: Request, config: dict[str, Any]) -> Update:
-    """The settings an existing container must change, with their current values."""
+    """The settings an existing container must change, with their current values.
+
+    A container without the owner tag gets it added to its own tags (adoption; existing_problems
+    lets only lxc_container_adopt=true reach here without it). Tags are never removed.
+    """
     update = Update()
     for key, wanted in request.settings().items():
         current = config.get(key)
         if not same(key, wanted, current):
             update.set[key] = merged(key, wanted, current)
             update.before[key] = "" if current is None else str(current)
+    if not owned(config):
+        tags = tag_list(config.get("tags"))
+        update.set["tags"] = ";".join([*tags, OWNER_TAG])
+        update.before["tags"] = ";".join(tags)
     return update
+
+
+def tag_list(value: Any) -> list[str]:
+    """A container's tags as PVE stores them (`a;b`, also split at ',' and spaces), in order."""
+    return [tag for tag in re.split(r"[;,\s]+", str(value or "")) if tag]
+
+
+def owned(config: dict[str, Any]) -> bool:
+    """Whether the container carries the tag this role gives the containers it creates."""
+    return OWNER_TAG in (tag.lower() for tag in tag_list(config.get("tags")))
 
 
 # What PVE adds to a network device of its own: kept when the request changes the device. Any
@@ -211,6 +238,17 @@ def existing_problems(request: Request, config: dict[str, Any]) -> list[str]:
                 + f", not {request.hostname!r}: it is not this request's container, and it is left as it is. "
                 f"Set lxc_container_vmid to a free id (`pvesh get /cluster/nextid` on the node), or, if that "
                 f"container is the one meant, set lxc_container_name={hostname!r}. Nothing was changed."]
+    if not owned(config) and not request.adopt:
+        tags = ";".join(tag_list(config.get("tags")))
+        description = " ".join(str(config.get("description", "")).split())[:200]
+        return [f"Container {vmid} already exists with hostname {hostname!r} but without the tag {OWNER_TAG!r} "
+                "that this role gives the containers it creates (its tags: "
+                + (repr(tags) if tags else "none")
+                + (f"; its description: {description!r}" if description else "")
+                + "): it was not made by this role, and it is left as it is. If it is the one meant (made by hand, or by an "
+                "earlier version of this project), re-run once with `-e lxc_container_adopt=true`: that adds the "
+                f"tag {OWNER_TAG!r} (its other tags kept) and the role manages it from then on. Otherwise set "
+                "lxc_container_vmid to a free id (`pvesh get /cluster/nextid` on the node). Nothing was changed."]
     problems = []
     unprivileged = str(config.get("unprivileged", 0)).lower() in ("1", "true", "yes", "on")
     if unprivileged != request.unprivileged:
