@@ -33,6 +33,11 @@ REFUSALS = [
          ["Invalid gpu_host input: expected_gpus=0 (expected 1-64)"]),
         ("synthetic-8gpu-imex-after-caps", ["-e", "gpu_host_expected_gpus=eight"],
          ["gpu_host_expected_gpus", "eight", "int"]),
+        ("synthetic-8gpu-imex-after-caps", ["-e", "gpu_host_unit_name=nvidia.socket"],
+         ["gpu_host_unit_name must be a unit name systemd accepts, without '.service' or another unit type's "
+          "suffix: 'nvidia.socket' ends in '.socket'", "Give the name without it, e.g. 'nvidia'", "Nothing was changed"]),
+        ("synthetic-8gpu-imex-after-caps", ["-e", "gpu_host_unit_name=../../etc/x"],
+         ["gpu_host_unit_name must be a unit name systemd accepts", "got '../../etc/x'"]),
 ]
 
 

@@ -11,6 +11,7 @@ description:
   - For a role that writes its files with Ansible's own C(template) and C(copy) (gpu_host), the check
     the shared unit writer (C(systemd_files)' C(converge)) makes before it writes, run where the role
     checks its input, so that a refusal comes before any change.
+  - I(unit_name) must be a service name systemd accepts, without a unit type's suffix (C(.socket)).
   - The unit I(unit_name)C(.service) at I(unit_path) is refused when a file there is not ours (it lacks
     the header of the role that writes it, or, for a unit without one, our C(Description=) and
     C(ExecStart=) program), when it is a symbolic link, or when another of I(unit_dirs) has a unit of
@@ -88,6 +89,7 @@ problems:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.systemd_files import file_owner_problem, unit_owner_problem
+from ansible.module_utils.systemd_unit_name import unit_name_problem
 
 
 def main() -> None:
@@ -107,6 +109,9 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
+    problem = unit_name_problem(params["unit_name"], params["unit_option"], "")
+    if problem:
+        module.fail_json(msg=f"{problem}. Nothing was changed.", problems=[problem])
     try:
         problems = [unit_owner_problem(params["unit_name"], params["unit_path"], params["unit_text"],
                                        params["unit_option"], params["unit_dirs"] or None)]

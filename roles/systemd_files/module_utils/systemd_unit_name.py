@@ -1,7 +1,8 @@
 """A service's unit name: one systemd accepts, without a unit-type suffix (the roles add '.service').
 
 Shared by the server's and the gateway's settings checks (sglang_server_unit_name,
-sglang_router_unit_name); each message names the variable it came from.
+sglang_router_unit_name) and the node's unit (gpu_host_unit_name, through systemd_owned);
+each message names the variable it came from.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ def unit_name_problem(value: Any, variable: str = "sglang_server_unit_name", def
     if UNIT_NAME_RE.fullmatch(text) and not suffix:
         return None
     if suffix:
+        example = text[:-len(suffix)] or default
         return (f"{variable} must be a unit name systemd accepts, without '.service' or "
                 f"another unit type's suffix: {value!r} ends in {suffix!r}, so systemctl would address "
                 f"that {suffix[1:]} unit, not the service ({', '.join(UNIT_SUFFIXES)} are unit types). "
-                f"Give the name without it, e.g. {text[:-len(suffix)] or default!r}; "
+                f"Give the name without it{f', e.g. {example!r}' if example else ''}; "
                 "the role adds '.service'")
     return (f"{variable} must be a unit name systemd accepts, without '.service' "
             f"(ASCII letters, digits, ':', '_', '.', '-'; not starting with '-' or '.'; no '@'; "
