@@ -230,6 +230,18 @@ def test_bad_flags_are_named(smg_python, flags, expected):
     assert any(expected in p for p in problems), problems
 
 
+@pytest.mark.parametrize("key", ["api-key sk-LEAK7", "api-key=sk-LEAK7", "api-key\tsk-LEAK7", "api-key:sk-LEAK7"])
+def test_a_key_with_a_value_in_it_is_refused_without_showing_the_value(smg_python, key):
+    spec = smg_spec(smg_python)
+    _, problems = flags_mod.check_flags(spec, {key: True}, {})
+    assert problems == [f"the key {'--api-key' + key[7] + '...'!r} is not a flag name: it has {key[7]!r} (what "
+                        "follows it is not shown); a flag name has letters, digits, '-' and '_' only. Give a value "
+                        "as the key's value, e.g. {'policy': 'round_robin'}, and the API key through "
+                        "sglang_router_api_key"], problems
+    assert "leak7" not in repr(problems).lower()
+    assert flags_mod.hidden_parts({key: True, "port": 1}) == {"sk-LEAK7"}
+
+
 def test_smgs_own_parser_judges_values(smg_python):
     assert "invalid int value: 'abc'" in smg_spec(smg_python, ["--port", "abc"])["error"]
 

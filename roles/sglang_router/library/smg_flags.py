@@ -7,7 +7,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_router_flags import SPEC_SCRIPT, check_flags
+from ansible.module_utils.sglang_router_flags import SPEC_SCRIPT, check_flags, hidden_parts
 from ansible.module_utils.sglang_router_settings import decided, settings_problems
 from ansible.module_utils.sglang_router_text import KEY_VARIABLE
 
@@ -162,6 +162,7 @@ def main() -> None:
     if rc != 0:
         module.fail_json(msg=f"reading smg's options with {python} failed: {err.strip()[-500:]}", version="", argv=[])
     spec = json.loads(out)
+    module.no_log_values.update(hidden_parts(result["flags"]))
     argv, problems = check_flags(spec, result["flags"], env_flags)
     if not problems:
         probe = [("placeholder-not-the-key" if a.startswith("${") else a) for a in argv]
