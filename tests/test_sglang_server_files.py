@@ -385,3 +385,14 @@ def test_a_unit_of_ours_from_before_the_header_converges_without_a_refusal(targe
     (tmp / "units" / "sglang.service").write_text(old.replace(f"ExecStart={PYTHON}", "ExecStart=/usr/bin/python3"))
     (tmp / "vendor" / "sglang.service").unlink()
     assert "exists and this project did not write it" in call(module, params()).result["msg"]
+
+
+def test_an_environment_path_that_is_a_directory_is_refused_before_any_write(target):
+    module, tmp = target
+    (tmp / "etc-sglang" / "sglang.env").mkdir(parents=True)
+    before = tree_digest(tmp)
+    refused = call(module, params())
+    assert refused.failed and refused.result["changed_files"] == []
+    assert refused.result["msg"] == (f"{tmp / 'etc-sglang' / 'sglang.env'} is not a regular file; move it away so "
+                                     "that the role can write it. Nothing was changed.")
+    assert tree_digest(tmp) == before

@@ -279,8 +279,8 @@ def converge(files: list[Wanted], unit: Wanted, name: str, run: Runner, check_mo
             raise FilesError(foreign)
         due = [wanted for wanted in files if differences(wanted)]
         befores = {wanted.path: read_text(wanted.path) for wanted in due}
-    except OSError as exc:
-        raise FilesError(str(exc)) from None
+    except OSError as exc:  # read before any write
+        raise FilesError(f"{exc}. Nothing was changed.") from None
     if unit in due and verify:
         problem = unit_problem(run, name, unit.text or "")
         if problem:
