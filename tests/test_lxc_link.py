@@ -9,8 +9,11 @@ import subprocess
 import pytest
 
 from ansible.module_utils.lxc_link_plan import (
+    OWNER_MARK,
     hwaddr,
     net_lines,
+    owned,
+    with_mark,
     parse_link,
     parse_pubkey,
     plan_authorized_keys,
@@ -327,7 +330,7 @@ def test_a_read_only_config_is_named_in_check_mode_as_in_the_real_run(tmp_path: 
     container = tmp_path / "lxc" / "pytest-d10"
     (container / "rootfs" / "sbin").mkdir(parents=True)
     (container / "rootfs" / "sbin" / "init").write_text("")
-    config = "lxc.uts.name = pytest-d10\nlxc.rootfs.path = dir:LXCPATH/pytest-d10/rootfs\n"
+    config = f"{OWNER_MARK}\nlxc.uts.name = pytest-d10\nlxc.rootfs.path = dir:LXCPATH/pytest-d10/rootfs\n"
     run = plain_lxc_run(tmp_path, config, *mode, ro=True)
     assert run.status == "failed", run.stdout
     message = " ".join(run.failures)
@@ -402,3 +405,57 @@ def test_an_unfinished_creation_is_never_written_to(tmp_path: Path) -> None:
                              f"is beside {container}/config). lxc-destroy -f -n pytest-nolxc removes it; the role does "
                              "that itself before it creates the container. Nothing was changed.")
     assert tree_digest(tmp_path) == before and not Path("/sys/class/net/pynolxc0").exists()
+
+
+# ------------------------------------------------ someone else's container: refused unless adopted
+
+
+def test_a_config_is_the_roles_by_its_mark_or_the_mac_it_derives() -> None:
+    base = "lxc.uts.name = ct\nlxc.rootfs.path = dir:/var/lib/lxc/ct/rootfs\n"
+    assert not owned(base, "ct")
+    assert owned(f"# Template used to create this container\n{OWNER_MARK}\n{base}", "ct")
+    assert owned(base + f"lxc.net.0.hwaddr={hwaddr('ct')}\n", "ct")  # made before the mark, with a link
+    assert not owned(base + f"lxc.net.0.hwaddr = {hwaddr('other')}\n", "ct")
+    assert not owned(base + f"#{OWNER_MARK}x\n", "ct")
+    assert with_mark(base) == base + OWNER_MARK + "\n" and owned(with_mark(base), "ct")
+
+
+def someone_elses_container(tmp_path: Path) -> Path:
+    container = tmp_path / "lxc" / "theirs"
+    (container / "rootfs" / "sbin").mkdir(parents=True)
+    (container / "rootfs" / "sbin" / "init").write_text("")
+    (container / "rootfs" / "root" / ".ssh").mkdir(parents=True)
+    (container / "rootfs" / "root" / ".ssh" / "authorized_keys").write_text(ed25519_key(3) + "\n")
+    (container / "config").write_text(f"lxc.rootfs.path = dir:{container}/rootfs\nlxc.uts.name = theirs\n"
+                                      "lxc.net.0.type = veth\nlxc.net.0.link = lxcbr0\n")
+    return container
+
+
+@pytest.mark.parametrize("check_mode", [False, True], ids=["real", "check"])
+def test_a_container_the_role_did_not_make_is_refused_before_any_change(tmp_path: Path, check_mode: bool) -> None:
+    container = someone_elses_container(tmp_path)
+    before = tree_digest(tmp_path)
+    args = {"name": "theirs", "pubkey": ed25519_key(7), "config_path": str(container / "config"),
+            "rootfs": str(container / "rootfs"), "lxcpath": str(tmp_path / "lxc"), "_ansible_check_mode": check_mode}
+    result = lxc_link(args)
+    assert result["failed"] is True and result["owned"] is False, result
+    assert result["msg"] == (
+        f"theirs: the container whose config is {container / 'config'} was not made by this role: its config has "
+        f"neither the line {OWNER_MARK!r} the role creates containers with nor the veth MAC {hwaddr('theirs')} it "
+        "gives them. It may be someone else's, and it is left as it is. If it is the one meant (made by hand, or by "
+        "an earlier version of this project), re-run once with -e lxc_container_adopt=true: that adds the line (the "
+        "container restarts once to take its config); otherwise set lxc_container_name to a name no container has. "
+        "Nothing was written and no host bridge was made.")
+    assert tree_digest(tmp_path) == before
+
+
+def test_adopting_adds_the_mark_once_and_then_the_container_is_the_roles(tmp_path: Path) -> None:
+    container = someone_elses_container(tmp_path)
+    args = {"name": "theirs", "config_path": str(container / "config"), "rootfs": str(container / "rootfs"),
+            "lxcpath": str(tmp_path / "lxc")}
+    adopted = lxc_link({**args, "adopt": True})
+    assert adopted.get("failed") is not True and adopted["changed"] and adopted["config_changed"], adopted
+    text = (container / "config").read_text()
+    assert text.endswith(f"lxc.net.0.type = empty\n{OWNER_MARK}\n"), text
+    again = lxc_link(args)
+    assert again.get("failed") is not True and not again["changed"], again

@@ -16,6 +16,9 @@ description:
     from I(name); the guest's C(iface eth0 inet dhcp) (the Debian template's) becomes C(manual);
     I(pubkey) is added to root's C(authorized_keys) in I(rootfs).
   - State is read from the things themselves (C(ip -j -d addr show), the config, the files).
+  - An existing container whose config has neither the role's mark line (C(OWNER_MARK), put there at
+    creation) nor the veth MAC derived from I(name) was not made by the role and is refused before
+    any change, unless I(adopt), which adds the mark line.
   - Every value is checked before any change; a bridge name taken by another kind of interface,
     another address on the bridge, or another interface in the link's network is refused.
   - >-
@@ -64,6 +67,10 @@ options:
         C(LXCPATH/NAME/rootfs) as its rootfs and that rootfs must hold sbin/init, before any
         line is written or any bridge made.
     type: path
+  adopt:
+    description: Take over an existing container the role did not make (C(lxc_container_adopt)) - the mark line is added.
+    type: bool
+    default: false
   when_missing:
     description:
       - What to do when I(config_path) does not exist. C(fail) (the container must be there), or
@@ -110,6 +117,10 @@ exists:
     beside it until it has finished (true when no I(config_path) is given).
   returned: always
   type: bool
+owner_mark:
+  description: The line the role creates containers with (their config's first line of its own), its mark of ownership.
+  returned: always
+  type: str
 """
 
 import glob
@@ -119,13 +130,17 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.lxc_config_write import write_in_place, write_problem
 from ansible.module_utils.lxc_link_plan import (
+    OWNER_MARK,
+    hwaddr,
     net_lines,
+    owned,
     parse_link,
     parse_pubkey,
     plan_authorized_keys,
     plan_bridge,
     plan_interfaces,
     plan_net,
+    with_mark,
 )
 from ansible.module_utils.lxc_passthrough import rootfs_problem
 
@@ -161,6 +176,7 @@ def main() -> None:
             "require_host_key": {"type": "bool", "default": False},
             "lxcpath": {"type": "path"},
             "when_missing": {"type": "str", "default": "fail", "choices": ["fail", "check"]},
+            "adopt": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -189,8 +205,17 @@ def main() -> None:
             module.fail_json(msg=(f"{p['name']}: {problem}. Nothing was written to {p['config_path']} and no host "
                                   f"bridge was made. Inspect it; lxc-destroy -n {p['name']} removes a half-made "
                                   "container."), start_problem=problem)
+        if not owned(read(p["config_path"]) or "", p["name"]) and not p["adopt"]:
+            module.fail_json(msg=(
+                f"{p['name']}: the container whose config is {p['config_path']} was not made by this role: its config "
+                f"has neither the line {OWNER_MARK!r} the role creates containers with nor the veth MAC "
+                f"{hwaddr(p['name'])} it gives them. It may be someone else's, and it is left as it is. If it is the one "
+                "meant (made by hand, or by an earlier version of this project), re-run once with "
+                "-e lxc_container_adopt=true: that adds the line (the container restarts once to take its config); "
+                "otherwise set lxc_container_name to a name no container has. Nothing was written and no host bridge "
+                "was made."), owned=False)
     result = {"changed": False, "net_lines": [f"{k} = {v}" for k, v in wanted], "bridge_commands": [],
-              "config_changed": False, "host_keys": [], "diff": [], "exists": exists}
+              "config_changed": False, "host_keys": [], "diff": [], "exists": exists, "owner_mark": OWNER_MARK}
 
     if link is not None:
         ip = module.get_bin_path("ip")
@@ -211,9 +236,12 @@ def main() -> None:
         if text is None and not module.check_mode:
             module.fail_json(msg=f"{p['config_path']} does not exist: create the container first.")
         plan = plan_net(text or "", wanted)
-        if text is not None and plan.changed:
+        after = plan.text if plan.changed else (text or "")
+        if text is not None and not owned(after, p["name"]):  # adopted: the mark makes it the role's
+            after = with_mark(after)
+        if text is not None and after != text:
             result["config_changed"] = True
-            edits.append((p["config_path"], text, plan.text, 0o644))
+            edits.append((p["config_path"], text, after, 0o644))
     if p["rootfs"] and not planning and os.path.isdir(p["rootfs"]):
         interfaces = os.path.join(p["rootfs"], "etc/network/interfaces")
         before = read(interfaces)

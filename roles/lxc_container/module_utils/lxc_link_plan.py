@@ -114,6 +114,24 @@ def hwaddr(name: str) -> str:
     return "00:16:3e:" + ":".join(f"{byte:02x}" for byte in digest[:3])
 
 
+# The line the role puts in the config it creates a container with (lxc-create keeps comments): a
+# container whose config has neither it nor the link's MAC derived from its name (what containers
+# made before the line carry) was not made by this role, and is left alone unless adopted.
+OWNER_MARK = "# sglang-deploy: made by the lxc_container role; its config is the role's to change"
+
+
+def owned(text: str, name: str) -> bool:
+    """Whether the config is one this role made: its mark, or the veth MAC it derives from the name."""
+    lines = [line.strip() for line in text.splitlines()]
+    mine = f"lxc.net.0.hwaddr = {hwaddr(name)}"
+    return OWNER_MARK in lines or any(" ".join(line.replace("=", " = ").split()) == mine for line in lines)
+
+
+def with_mark(text: str) -> str:
+    """The config with the role's mark (adoption), every line kept."""
+    return text + ("" if not text or text.endswith("\n") else "\n") + OWNER_MARK + "\n"
+
+
 def net_lines(link: Link | None, name: str) -> list[tuple[str, str]]:
     """The config's lxc.net.* lines for this link, in LXC's order (type first)."""
     if link is None:
