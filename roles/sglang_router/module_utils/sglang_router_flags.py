@@ -8,8 +8,9 @@ file decides on it without importing smg, so pytest can call it on a spec.
 from __future__ import annotations
 
 import difflib
-import re
 from typing import Any
+
+from ansible.module_utils.flag_key import split_key
 
 # Run with the gateway venv's python: prints the installed smg's version and
 # every option of `smg launch` (its parser, built by smg itself); with argv on
@@ -45,20 +46,9 @@ print(json.dumps({"version": version("smg"), "options": options, "error": error}
 """
 
 
-# What a flag name is made of; what follows any other character of a key may be a value, and so a
-# secret ('api-key sk-...', 'api-key=sk-...'): never shown, never turned into a suggestion.
-NAME_CHAR_RE = re.compile(r"[A-Za-z0-9_-]")
-
-
-def key_parts(name: str) -> tuple[str, str]:
-    """(what a message may show, what it must not) of a flag key: cut after its first other character."""
-    cut = next((i for i, char in enumerate(name) if not NAME_CHAR_RE.fullmatch(char)), len(name))
-    return name[:cut + 1], name[cut + 1:]
-
-
 def hidden_parts(flags: dict[Any, Any]) -> set[str]:
-    """What follows the separator of each key that has one (for no_log): a secret may be there."""
-    return {hidden for hidden in (key_parts(str(name))[1] for name in flags) if len(hidden) >= 3}
+    """What follows the separator of each key that has one (split_key; for no_log): a secret may be there."""
+    return {hidden for hidden in (split_key(str(name))[1] for name in flags) if len(hidden) >= 3}
 
 
 def _render(value: Any) -> list[str]:
@@ -78,7 +68,7 @@ def check_flags(spec: dict[str, Any], flags: dict[str, Any], env_flags: dict[str
     argv: list[str] = []
     problems: list[str] = []
     for name, value in list(flags.items()) + [(n, "${%s}" % v) for n, v in env_flags.items()]:
-        shown, hidden = key_parts(str(name))
+        shown, hidden = split_key(str(name))
         if hidden:
             problems.append(f"the key {'--' + shown.lstrip('-') + '...'!r} is not a flag name: it has {shown[-1]!r} "
                             "(what follows it is not shown); a flag name has letters, digits, '-' and '_' only. "

@@ -294,6 +294,7 @@ import shutil
 from typing import Any, Optional
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.flag_key import split_key
 from ansible.module_utils.service_account import AccountError
 from ansible.module_utils.sglang_flag_table import FlagError
 from ansible.module_utils.sglang_locate import locate_package
@@ -306,7 +307,6 @@ from ansible.module_utils.sglang_settings import (
     secret_env_names,
     server_command,
     server_problems,
-    split_key,
 )
 from ansible.module_utils.sglang_start_tuning import Tuning, server_runs, start_tuning
 from ansible.module_utils.systemd_files import FilesError

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ansible.module_utils import sglang_multinode
+from ansible.module_utils.flag_key import NAME_CHARS_RE, split_key
 from ansible.module_utils.service_account import name_problem
 from ansible.module_utils.systemd_unit_name import unit_name_problem
 from ansible.module_utils.systemd_text import UnitError, control_problems, env_lines, program_problem
@@ -32,7 +33,6 @@ FLAG_SOURCES = ("sglang_server_profile", "sglang_autotune_result.server_args", "
 FLAG_NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]*")
 # What a flag key may hold before it is cut (upper case and '_' are refused by name); anything
 # else separates a name from what may be its value, which is never shown (split_key).
-NAME_CHARS_RE = re.compile(r"[A-Za-z0-9_-]")
 # Flags that carry a secret: they belong in the 0600 file, through sglang_server_api_key.
 SECRET_FLAG_RE = re.compile(r"(^|-)(api-key|key|token|secret|password|passwd)($|-)")
 SECRET_ENV_RE = re.compile(r"(^|_)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)($|_)", re.I)
@@ -64,16 +64,6 @@ class SettingsError(ValueError):
 
 def _describe(char: str) -> str:
     return f"U+{ord(char):04X} ({unicodedata.name(char, 'unnamed').lower()})"
-
-
-def split_key(key: str) -> tuple[str, str]:
-    """(what a message may show, what it must not) of a flag key: cut after its first separator.
-
-    A separator is any character outside NAME_CHARS_RE; what follows one may be a value, and so a
-    secret ('api-key=sk-...', 'api-key sk-...', 'token:sk-...'). A key without one is shown whole.
-    """
-    cut = next((i for i, char in enumerate(key) if not NAME_CHARS_RE.fullmatch(char)), len(key))
-    return key[:cut + 1], key[cut + 1:]
 
 
 def _hint(shown: str) -> str:
