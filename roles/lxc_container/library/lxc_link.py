@@ -191,6 +191,8 @@ def main() -> None:
     # leaves both, and the container is not there yet.
     unfinished = bool(p["config_path"]) and os.path.lexists(os.path.join(os.path.dirname(p["config_path"]), "partial"))
     exists = not p["config_path"] or (os.path.isfile(p["config_path"]) and not unfinished)
+    # The config as it is, read once: the rootfs and owner checks and the link's plan all read it.
+    text = read(p["config_path"]) if p["config_path"] and exists else None
     # Only check and plan: no config given, or none there yet and the caller creates it first.
     planning = not p["config_path"] or (not exists and p["when_missing"] == "check")
     if unfinished and not planning:
@@ -200,12 +202,12 @@ def main() -> None:
     if p["config_path"] and exists and p["lxcpath"]:
         # The same check lxc_gpu_passthrough makes, before this module writes a line or makes a bridge.
         init = os.path.join(p["lxcpath"], p["name"], "rootfs", "sbin", "init")
-        problem = rootfs_problem(read(p["config_path"]) or "", p["name"], p["lxcpath"], os.path.lexists(init))
+        problem = rootfs_problem(text or "", p["name"], p["lxcpath"], os.path.lexists(init))
         if problem:
             module.fail_json(msg=(f"{p['name']}: {problem}. Nothing was written to {p['config_path']} and no host "
                                   f"bridge was made. Inspect it; lxc-destroy -n {p['name']} removes a half-made "
                                   "container."), start_problem=problem)
-        if not owned(read(p["config_path"]) or "", p["name"]) and not p["adopt"]:
+        if not owned(text or "", p["name"]) and not p["adopt"]:
             module.fail_json(msg=(
                 f"{p['name']}: the container whose config is {p['config_path']} was not made by this role: its config "
                 f"has neither the line {OWNER_MARK!r} the role creates containers with nor the veth MAC "
@@ -232,7 +234,6 @@ def main() -> None:
 
     edits: list[tuple[str, str, str, int]] = []  # path, before, after, mode
     if not planning:
-        text = read(p["config_path"])
         if text is None and not module.check_mode:
             module.fail_json(msg=f"{p['config_path']} does not exist: create the container first.")
         plan = plan_net(text or "", wanted)

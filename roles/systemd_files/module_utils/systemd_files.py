@@ -199,7 +199,7 @@ def not_ours(path: str, wanted: str) -> Optional[str]:
         return None
     if not os.path.isfile(path):
         return f"{path} is not a regular file"
-    found = Path(path).read_text(encoding="utf-8", errors="surrogateescape")
+    found = read_text(path) or ""
     if ours(found, wanted):
         return None
     theirs, mark = first_line(found)[:120], first_line(wanted)
