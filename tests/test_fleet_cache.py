@@ -225,3 +225,17 @@ def test_a_traversing_sm_is_refused_by_the_deploy_before_any_change(tmp_path):
     assert done.actions[-1] == "ansible.builtin.assert"
     assert {k: v for k, v in tree_digest(tmp_path).items() if "/runner" not in k and not k.endswith(".yml")} == {
         k: v for k, v in before.items() if "/runner" not in k}
+
+
+@pytest.mark.parametrize("old", ["sglang_user", "sglang_group"])
+def test_the_accounts_old_names_are_refused_by_the_deploy_before_any_change(tmp_path, old):
+    # The sglang role no longer defines them: a user's sglang_user would otherwise be ignored silently.
+    before = tree_digest(tmp_path)
+    done = play(tmp_path, "main", {old: "svc"})
+    assert done.rc != 0
+    assert ("sglang_user and sglang_group are no longer read: the service account is the sglang_server role's, "
+            "made by its module where missing. Rename them to sglang_server_user and sglang_server_group. "
+            "Nothing was changed.") in done.failures[-1], done.failures
+    assert done.actions[-1] == "ansible.builtin.assert"
+    assert {k: v for k, v in tree_digest(tmp_path).items() if "/runner" not in k and not k.endswith(".yml")} == {
+        k: v for k, v in before.items() if "/runner" not in k}
