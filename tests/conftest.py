@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import resource
@@ -42,6 +43,14 @@ EXPECTED_STATE = {
 VERSIONS = list(EXPECTED_STATE)
 COMMENTED = [v for v, (state, _) in EXPECTED_STATE.items() if state == "commented"]
 UPSTREAM = [v for v, (state, _) in EXPECTED_STATE.items() if state == "enabled"]
+
+
+def load_file(path: Path, name: str = ""):
+    """A module, plugin or module_utils file loaded from its path (as Ansible runs it), under its own name."""
+    spec = importlib.util.spec_from_file_location(name or f"{path.stem}_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def wheel_cache() -> Path:

@@ -6,15 +6,11 @@ lines are synthetic, shaped after the log lines listed in the reference notes.
 
 from __future__ import annotations
 
-import importlib.util
 
-from conftest import REPO
+from conftest import REPO, load_file
 
 # A filter plugin, loaded from its file as Ansible's plugin loader does.
-_spec = importlib.util.spec_from_file_location(
-    "sglang_journal_under_test", REPO / "roles" / "sglang_server" / "filter_plugins" / "sglang_journal.py")
-_journal = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_journal)
+_journal = load_file(REPO / "roles" / "sglang_server" / "filter_plugins" / "sglang_journal.py")
 autotune_evidence = _journal.autotune_evidence
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ansible.module_utils.model_mount import mp_options, plan_mp, plan_raw_mount
+from conftest import REPO, load_file
 from pve_fake import NODE, TOKEN_ID, TOKEN_SECRET, config_of
 from test_proxmox_backend import VMID, Node, writes
 
@@ -133,18 +134,6 @@ def test_plans_keep_the_users_entries_and_our_index():
     assert proxmox.index("lxc.mount.entry: /s models") < proxmox.index("[snap1]")
 
 
-def load_model_mount():
-    import importlib.util
-
-    from conftest import REPO
-
-    path = REPO / "roles" / "lxc_container" / "library" / "lxc_model_mount.py"
-    spec = importlib.util.spec_from_file_location("lxc_model_mount_module", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("check_mode", [True, False], ids=["check", "real"])
 @pytest.mark.parametrize("config_format", ["lxc", "proxmox"])
 def test_raw_style_a_read_only_config_is_named_in_check_mode_as_in_the_real_run(tmp_path, check_mode, config_format):
@@ -161,7 +150,7 @@ def test_raw_style_a_read_only_config_is_named_in_check_mode_as_in_the_real_run(
     module = SimpleNamespace(check_mode=check_mode, params={
         "config_path": str(config), "config_format": config_format, "host_dir": str(tmp_path), "mount": "/models"})
     with read_only(folder), pytest.raises(PveFault) as info:
-        load_model_mount().run_raw(module)
+        load_file(REPO / "roles" / "lxc_container" / "library" / "lxc_model_mount.py").run_raw(module)
     message = str(info.value)
     assert f"cannot write {config}: its file system is read-only" in message and "Nothing was written" in message, message
     assert config.read_bytes() == before

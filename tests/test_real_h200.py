@@ -9,13 +9,12 @@ made and greedy answers of the shipped prompts. The logs stand in for journald.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, load_file
 
 sys.path.insert(0, str(REPO / "scripts" / "gpu-run"))
 import launch_unit  # noqa: E402  (the run's own ExecStart reader)
@@ -27,10 +26,7 @@ from ansible.module_utils.sglang_cache_fleet import sm_name  # noqa: E402
 REAL = REPO / "tests" / "fixtures" / "real-h200"
 CACHE_DIR = "/tmp/gpu-run/cache"  # SGLANG_CACHE_DIR on the device (scripts/gpu-run/tiny.yml)
 
-_spec = importlib.util.spec_from_file_location(
-    "sglang_journal_real", REPO / "roles" / "sglang_server" / "filter_plugins" / "sglang_journal.py")
-_journal = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_journal)
+_journal = load_file(REPO / "roles" / "sglang_server" / "filter_plugins" / "sglang_journal.py", "sglang_journal_real")
 
 LOGS = {
     "A": "autotune-A-commented-then-true.log",    # entry commented by hand, autotune=true

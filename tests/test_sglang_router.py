@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,23 +14,16 @@ from ansible.module_utils import service_account
 from ansible.module_utils import sglang_router_settings as gateway
 from ansible.module_utils import sglang_router_text as unit
 from ansible.module_utils import systemd_files, systemd_text
-from conftest import REPO, tree_digest, wheel_cache
+from conftest import REPO, load_file, tree_digest, wheel_cache
 from fleet_harness import downloaded
 
 ROLE = REPO / "roles" / "sglang_router"
 
 
-def load(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem + "_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-router = load(ROLE / "filter_plugins" / "sglang_router.py")
-flags_mod = load(ROLE / "module_utils" / "sglang_router_flags.py")
-journal = load(REPO / "roles" / "sglang_server" / "filter_plugins" / "sglang_journal.py")
-target = load(REPO / "roles" / "sglang_server" / "module_utils" / "sglang_cache_fleet.py")
+router = load_file(ROLE / "filter_plugins" / "sglang_router.py")
+flags_mod = load_file(ROLE / "module_utils" / "sglang_router_flags.py")
+journal = load_file(REPO / "roles" / "sglang_server" / "filter_plugins" / "sglang_journal.py")
+target = load_file(REPO / "roles" / "sglang_server" / "module_utils" / "sglang_cache_fleet.py")
 
 
 def rep(name, address="169.254.1.1", port=30000):
@@ -359,7 +351,7 @@ class UnitExit(Exception):
 @pytest.mark.parametrize("check_mode", [False, True], ids=["real", "check"])
 def test_the_gateway_refuses_a_unit_it_did_not_write_and_changes_nothing(tmp_path, monkeypatch, check_mode):
     # sglang_router_unit_name=ssh on a host whose sshd unit the package installed.
-    module = load(ROLE / "library" / "sglang_router_unit.py")
+    module = load_file(ROLE / "library" / "sglang_router_unit.py")
     for directory in ("units", "vendor", "etc-sglang"):
         (tmp_path / directory).mkdir()
     monkeypatch.setattr(module, "UNIT_DIR", str(tmp_path / "units"))
@@ -383,7 +375,7 @@ def test_the_gateway_refuses_a_unit_it_did_not_write_and_changes_nothing(tmp_pat
 
 
 def test_the_gateway_account_is_made_by_its_unit_module_after_the_checks_shown_in_check_mode(tmp_path, monkeypatch):
-    module = load(ROLE / "library" / "sglang_router_unit.py")
+    module = load_file(ROLE / "library" / "sglang_router_unit.py")
     for directory in ("units", "etc-sglang"):
         (tmp_path / directory).mkdir()
     monkeypatch.setattr(module, "UNIT_DIR", str(tmp_path / "units"))

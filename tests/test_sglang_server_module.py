@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import getpass
 import grp
-import importlib.util
 import os
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from ansible.module_utils import sglang_server_files as server_files
 from ansible.module_utils import systemd_files
 from ansible.module_utils import systemd_state as st
 from ansible.module_utils.sglang_start_tuning import Tuning
-from conftest import REPO, tree_digest
+from conftest import REPO, load_file, tree_digest
 from test_playbook_validate import unpack_flag_sources
 
 SECRET = "sk-module-0123456789"
@@ -33,15 +32,7 @@ USER = getpass.getuser()
 GROUP = grp.getgrgid(os.getgid()).gr_name
 
 
-def load_module():
-    path = REPO / "roles" / "sglang_server" / "library" / "sglang_server.py"
-    spec = importlib.util.spec_from_file_location("sglang_server_module", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-SERVER = load_module()
+SERVER = load_file(REPO / "roles" / "sglang_server" / "library" / "sglang_server.py", "sglang_server_module")
 
 
 class Exit(Exception):
