@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_module, tree_digest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
@@ -310,71 +309,3 @@ def test_real_discovery_and_string_numbers_pass():
 def test_a_memlock_no_line_may_carry_is_refused(memlock):
     with pytest.raises(ValueError, match="memlock is"):
         memlock_lines(nodes_of(REAL), memlock)
-
-
-def passthrough(args: dict, *flags: str) -> dict:
-    """`ansible localhost -m lxc_gpu_passthrough -a JSON` (as the role calls it): the module's result."""
-    return run_module("lxc_gpu_passthrough", args, ("lxc_container", "nvidia_discovery"), *flags)[0]
-
-
-def container(tmp_path: Path, config: str, init: bool = True) -> Path:
-    """A plain-LXC container directory c1 under tmp_path/lxc with this config."""
-    rootfs = tmp_path / "lxc" / "c1" / "rootfs"
-    (rootfs / "sbin").mkdir(parents=True)
-    if init:
-        (rootfs / "sbin" / "init").write_text("")
-    path = tmp_path / "lxc" / "c1" / "config"
-    path.write_text(config.replace("ROOTFS", str(rootfs)))
-    return path
-
-
-@pytest.mark.parametrize("mode", [[], ["--check"]])
-@pytest.mark.parametrize(("nvidia", "needles"), [BAD_INPUTS[0], BAD_INPUTS[6], BAD_INPUTS[8], BAD_INPUTS[12]])
-def test_the_module_refuses_an_injected_node_and_writes_nothing(tmp_path, mode, nvidia, needles):
-    config = container(tmp_path, "lxc.rootfs.path = dir:ROOTFS\nlxc.uts.name = c1\n")
-    before = tree_digest(tmp_path / "lxc")
-    host = passthrough({"nvidia": nvidia, "config_path": str(config), "container_name": "c1",
-                        "lxcpath": str(tmp_path / "lxc"), "cgroup": "v2"}, *mode)
-    assert host.get("failed") is True, host
-    for needle in needles:
-        assert needle in host["msg"], host["msg"]
-    assert "Nothing was changed" in host["msg"]
-    assert tree_digest(tmp_path / "lxc") == before
-
-
-def test_the_module_refuses_an_injected_memlock(tmp_path):
-    config = container(tmp_path, "lxc.rootfs.path = dir:ROOTFS\n")
-    before = tree_digest(tmp_path / "lxc")
-    host = passthrough({"nvidia": REAL, "config_path": str(config), "memlock": "unlimited" + INJECT, "cgroup": "v2"})
-    assert host.get("failed") is True and "memlock is 'unlimited\\nlxc.apparmor" in host["msg"], host
-    assert tree_digest(tmp_path / "lxc") == before
-
-
-@pytest.mark.parametrize("mode", [[], ["--check"]])
-@pytest.mark.parametrize(("config", "init", "needle"), [
-    ("lxc.uts.name = c1\n", True, "names no lxc.rootfs.path"),
-    ("", True, "names no lxc.rootfs.path"),
-    ("lxc.rootfs.path = dir:/\n", True, "lxc.rootfs.path is 'dir:/', expected"),
-    ("lxc.rootfs.path = dir:ROOTFS\nlxc.rootfs.path = dir:/\n", True, "lxc.rootfs.path is 'dir:/'"),
-    ("lxc.rootfs.path = dir:ROOTFS\n", False, "sbin/init does not exist"),
-])
-def test_a_container_without_its_own_rootfs_gets_no_line_written(tmp_path, mode, config, init, needle):
-    """The rootfs check runs before the write: the config keeps its bytes, in --check and for real."""
-    path = container(tmp_path, config, init)
-    before = tree_digest(tmp_path / "lxc")
-    host = passthrough({"nvidia": REAL, "config_path": str(path), "container_name": "c1",
-                        "lxcpath": str(tmp_path / "lxc"), "cgroup": "v2"}, *mode)
-    assert host.get("failed") is True, host
-    assert needle in host["msg"] and "c1: " in host["msg"], host["msg"]
-    assert f"Nothing was written to {path}" in host["msg"]
-    assert host["start_problem"]
-    assert tree_digest(tmp_path / "lxc") == before
-
-
-def test_a_container_with_its_own_rootfs_gets_its_lines(tmp_path):
-    path = container(tmp_path, "lxc.rootfs.path = dir:ROOTFS\n")
-    host = passthrough({"nvidia": REAL, "config_path": str(path), "container_name": "c1",
-                        "lxcpath": str(tmp_path / "lxc"), "cgroup": "v2"})
-    assert host.get("failed") is not True and host["changed"] is True, host
-    assert host["start_problem"] == ""
-    assert "lxc.cgroup2.devices.allow = c 195:0 rwm" in path.read_text()

@@ -1,18 +1,18 @@
 #!/usr/bin/python
-"""Ansible module: make an LXC container's GPU passthrough match host discovery."""
+"""Ansible module: make a Proxmox container's GPU passthrough lines match host discovery."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: lxc_gpu_passthrough
-short_description: Compute and apply the GPU passthrough entries of an LXC container
+short_description: Compute and apply the GPU passthrough lines of a Proxmox container's config
 description:
   - Takes the C(nvidia) result of the nvidia_devices module (majors and nodes read on the host,
     never hardcoded) and makes the container's passthrough entries match it, in one call that
     applies either style and returns what a restart and the verification need.
-  - With I(style=raw), makes the container config (plain LXC's C(config) or Proxmox's
-    C(/etc/pve/lxc/VMID.conf)) carry exactly one allow entry and one bind mount per node and
+  - With I(style=raw), makes the container config (Proxmox's C(/etc/pve/lxc/VMID.conf), a key
+    and its value after a colon) carry exactly one allow entry and one bind mount per node and
     C(lxc.prlimit.memlock), removing entries of ours that are no longer wanted and leaving every
     other line as it was. The file is rewritten in place, without chmod or rename, which pmxcfs
     refuses.
@@ -23,8 +23,9 @@ description:
   - Passes every node discovery found. Whether the host has the GPUs and nodes it must have is
     discovery's fact (C(gpu_count), C(missing_nodes)), which the role checks before anything changes.
   - Fails before any change when a node of I(nvidia) is not an NVIDIA node of its majors (a path
-    with whitespace or a control character, C(nvidia0) at C(1:1)), and, with I(container_name),
-    when the plain-LXC config does not name the container's own rootfs.
+    with whitespace or a control character, C(nvidia0) at C(1:1)).
+  - A plain-LXC container's config has one writer, lxc_config, which makes its GPU entries in the
+    same write as its network link.
 attributes:
   check_mode:
     support: full
@@ -46,12 +47,6 @@ options:
       - In check mode it may not exist yet (a container a real run would create first).
     type: path
     required: true
-  config_format:
-    description: >-
-      C(lxc) writes C(key = value), C(proxmox) writes C(key: value).
-    type: str
-    choices: [lxc, proxmox]
-    default: lxc
   cgroup:
     description: Which allow key to write; C(auto) reads the host (unified hierarchy means v2).
     type: str
@@ -61,24 +56,16 @@ options:
     description: Value of C(lxc.prlimit.memlock) while any GPU node is passed; empty leaves it out.
     type: str
     default: unlimited
-  container_name:
-    description: Plain LXC container name; with it the module checks that the config is safe to start.
-    type: str
-  lxcpath:
-    description: Plain LXC's container directory.
-    type: path
-    default: /var/lib/lxc
 author:
   - sglang-deploy project
 """
 
 EXAMPLES = r"""
-- name: Pass the host's GPUs into a plain LXC container
+- name: Pass the host's GPUs into a Proxmox container as raw lxc.* keys
   lxc_gpu_passthrough:
     nvidia: "{{ discovery.nvidia }}"
     style: raw
-    config_path: /var/lib/lxc/sglang-demo/config
-    config_format: lxc
+    config_path: /etc/pve/lxc/120.conf
   register: passthrough
 """
 
@@ -107,33 +94,22 @@ removed:
   description: Raw lines removed.
   returned: always
   type: list
-start_problem:
-  description:
-    - Why starting this plain-LXC container would be unsafe (no or another C(lxc.rootfs.path),
-      no C(rootfs/sbin/init)), given with I(container_name); the module then fails before
-      writing any line, so a successful result has it empty.
-  returned: always
-  type: str
 """
 
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.lxc_passthrough import (
+    host_cgroup,
     memlock_lines,
     nodes_of,
     nvidia_majors,
     plan_raw,
     raw_lines,
-    rootfs_problem,
 )
 from ansible.module_utils.lxc_config_write import write_in_place, write_problem
 
-SEPARATORS = {"lxc": " = ", "proxmox": ": "}
-
-
-def host_cgroup() -> str:
-    return "v2" if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else "v1"
+SEPARATOR = ": "  # Proxmox's key: value
 
 
 def main() -> None:
@@ -142,11 +118,8 @@ def main() -> None:
             "nvidia": {"type": "dict", "required": True},
             "style": {"type": "str", "choices": ["raw", "devices"], "default": "raw"},
             "config_path": {"type": "path", "required": True},
-            "config_format": {"type": "str", "choices": ["lxc", "proxmox"], "default": "lxc"},
             "cgroup": {"type": "str", "choices": ["auto", "v1", "v2"], "default": "auto"},
             "memlock": {"type": "str", "default": "unlimited"},
-            "container_name": {"type": "str"},
-            "lxcpath": {"type": "path", "default": "/var/lib/lxc"},
         },
         supports_check_mode=True,
     )
@@ -157,7 +130,7 @@ def main() -> None:
         memlock_lines(nodes, params["memlock"])  # refuses a value no config line may carry
     except ValueError as exc:
         module.fail_json(msg=f"{exc}. Nothing was changed.")
-    cgroup = host_cgroup() if params["cgroup"] == "auto" else params["cgroup"]
+    cgroup = host_cgroup(params["cgroup"])
     result = {
         "changed": False,
         "nodes": [node.path for node in nodes],
@@ -166,16 +139,14 @@ def main() -> None:
         "entries": [],
         "added": [],
         "removed": [],
-        "start_problem": "",
     }
-    separator = SEPARATORS[params["config_format"]]
     if params["style"] == "devices":
         # devN entries replace the node lines; memlock stays a raw key, and raw
         # node lines left from the other style go.
         wanted = memlock_lines(nodes, params["memlock"])
     else:
         wanted = raw_lines(nodes, cgroup) + memlock_lines(nodes, params["memlock"])
-    result["entries"] = [f"{key}{separator}{value}" for key, value in wanted]
+    result["entries"] = [f"{key}{SEPARATOR}{value}" for key, value in wanted]
     path = params["config_path"]
     if os.path.exists(path) and not os.path.isfile(path):
         module.fail_json(msg=f"{path} is not a regular file; expected the container's config file.")
@@ -185,22 +156,12 @@ def main() -> None:
     if os.path.exists(path):
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
-    plan = plan_raw(text, wanted, nvidia_majors(nvidia), separator)
+    plan = plan_raw(text, wanted, nvidia_majors(nvidia), SEPARATOR)
     result.update(
         added=plan.added,
         removed=plan.removed,
         changed=plan.changed,
     )
-    name = params["container_name"]
-    if name and params["config_format"] == "lxc" and os.path.exists(path):
-        init = os.path.join(params["lxcpath"], name, "rootfs", "sbin", "init")
-        result["start_problem"] = rootfs_problem(text, name, params["lxcpath"], os.path.lexists(init)) or ""
-        if result["start_problem"]:
-            module.fail_json(
-                msg=(f"{name}: {result['start_problem']}. Nothing was written to {path}. Inspect it; "
-                     f"lxc-destroy -n {name} removes a half-made container."),
-                start_problem=result["start_problem"],
-            )
     if plan.changed:
         result["diff"] = {"before": text, "after": plan.text, "before_header": path, "after_header": path}
         # Probed in check mode too: --check fails where the real run would.

@@ -16,6 +16,7 @@ at the top of the file on the next `pct set`, so markers would not survive.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -190,6 +191,13 @@ def checked_result(nvidia: dict, expected_gpus: int | None = None) -> dict:
     required_nodes and missing_nodes, as nvidia_devices publishes them."""
     checked_nodes(nvidia)
     return with_requirements(nvidia, expected_gpus)
+
+
+def host_cgroup(choice: str) -> str:
+    """The allow key's cgroup version: v1 or v2 as asked, or for auto the host's (a unified hierarchy is v2)."""
+    if choice != "auto":
+        return choice
+    return "v2" if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else "v1"
 
 
 def raw_lines(nodes: list[Node], cgroup: str) -> list[tuple[str, str]]:

@@ -1,4 +1,4 @@
-"""The plain-LXC container's link (lxc_link): addresses, config lines, guest files, the host bridge."""
+"""The plain-LXC container's config (lxc_config): its link (addresses, config lines, guest files, the host bridge) and its GPU entries."""
 
 from __future__ import annotations
 
@@ -322,7 +322,7 @@ def test_a_config_without_its_rootfs_is_refused_before_a_net_line_or_bridge(tmp_
     message = " ".join(run.failures)
     for needle in ("pytest-d10: ", "Nothing was written to", "no host bridge was made"):
         assert needle in message, message
-    assert "lxc_gpu_passthrough" not in run.actions
+    assert "lxc_current" not in run.actions  # nothing was started
 
 
 @pytest.mark.parametrize("mode", [[], ["--check"]], ids=["real", "check"])
@@ -340,9 +340,9 @@ def test_a_read_only_config_is_named_in_check_mode_as_in_the_real_run(tmp_path: 
 # --------------------------------------------------- no container yet: one call checks, the next makes
 
 
-def lxc_link(args: dict) -> dict:
-    """`ansible localhost -m lxc_link -a JSON` (as the role calls it): the module's result."""
-    return run_module("lxc_link", args, ("lxc_container", "nvidia_discovery"))[0]
+def lxc_config(args: dict, *flags: str) -> dict:
+    """`ansible localhost -m lxc_config -a JSON` (as the role calls it): the module's result."""
+    return run_module("lxc_config", args, ("lxc_container", "nvidia_discovery"), *flags)[0]
 
 
 MISSING_LINK = {"name": "pytest-nolxc", "bridge": "pynolxc0", "host_address": "169.254.204.1/24",
@@ -353,7 +353,7 @@ def test_a_container_not_there_yet_is_only_checked_and_said_missing(tmp_path: Pa
     lxcpath = tmp_path / "lxc"
     (lxcpath / "pytest-nolxc" / "rootfs" / "root").mkdir(parents=True)  # a rootfs, but no config
     before = tree_digest(tmp_path)
-    result = lxc_link({**MISSING_LINK, "config_path": str(lxcpath / "pytest-nolxc" / "config"),
+    result = lxc_config({**MISSING_LINK, "config_path": str(lxcpath / "pytest-nolxc" / "config"),
                        "rootfs": str(lxcpath / "pytest-nolxc" / "rootfs"), "lxcpath": str(lxcpath),
                        "pubkey": ed25519_key(7), "require_host_key": True, "when_missing": "check"})
     assert result.get("failed") is not True, result
@@ -364,14 +364,14 @@ def test_a_container_not_there_yet_is_only_checked_and_said_missing(tmp_path: Pa
 
 
 def test_a_bad_link_is_refused_before_a_creation_as_after_it(tmp_path: Path) -> None:
-    result = lxc_link({**MISSING_LINK, "host_address": "10.0.0.1/24", "address": "10.0.0.2",
+    result = lxc_config({**MISSING_LINK, "host_address": "10.0.0.1/24", "address": "10.0.0.2",
                        "config_path": str(tmp_path / "lxc" / "pytest-nolxc" / "config"), "when_missing": "check"})
     assert result["failed"] is True and "host_address 10.0.0.1/24 is not link-local" in result["msg"], result
 
 
 def test_without_when_missing_a_container_not_there_fails_naming_its_config(tmp_path: Path) -> None:
     config = tmp_path / "lxc" / "pytest-nolxc" / "config"
-    result = lxc_link({**MISSING_LINK, "config_path": str(config)})
+    result = lxc_config({**MISSING_LINK, "config_path": str(config)})
     assert result["failed"] is True and result["msg"] == f"{config} does not exist: create the container first."
     assert not Path("/sys/class/net/pynolxc0").exists()
 
@@ -388,7 +388,7 @@ def unfinished_container(tmp_path: Path) -> Path:
 def test_a_creation_a_killed_run_left_unfinished_is_not_there_yet(tmp_path: Path) -> None:
     container = unfinished_container(tmp_path)
     before = tree_digest(tmp_path)
-    result = lxc_link({**MISSING_LINK, "config_path": str(container / "config"), "rootfs": str(container / "rootfs"),
+    result = lxc_config({**MISSING_LINK, "config_path": str(container / "config"), "rootfs": str(container / "rootfs"),
                        "lxcpath": str(tmp_path / "lxc"), "when_missing": "check"})
     assert result.get("failed") is not True, result
     assert result["exists"] is False and result["changed"] is False
@@ -398,7 +398,7 @@ def test_a_creation_a_killed_run_left_unfinished_is_not_there_yet(tmp_path: Path
 def test_an_unfinished_creation_is_never_written_to(tmp_path: Path) -> None:
     container = unfinished_container(tmp_path)
     before = tree_digest(tmp_path)
-    result = lxc_link({**MISSING_LINK, "config_path": str(container / "config"), "rootfs": str(container / "rootfs"),
+    result = lxc_config({**MISSING_LINK, "config_path": str(container / "config"), "rootfs": str(container / "rootfs"),
                        "lxcpath": str(tmp_path / "lxc")})
     assert result["failed"] is True, result
     assert result["msg"] == (f"pytest-nolxc was left half-made by an lxc-create that did not finish (its partial marker "
@@ -436,8 +436,8 @@ def test_a_container_the_role_did_not_make_is_refused_before_any_change(tmp_path
     container = someone_elses_container(tmp_path)
     before = tree_digest(tmp_path)
     args = {"name": "theirs", "pubkey": ed25519_key(7), "config_path": str(container / "config"),
-            "rootfs": str(container / "rootfs"), "lxcpath": str(tmp_path / "lxc"), "_ansible_check_mode": check_mode}
-    result = lxc_link(args)
+            "rootfs": str(container / "rootfs"), "lxcpath": str(tmp_path / "lxc")}
+    result = lxc_config(args, *(["--check"] if check_mode else []))
     assert result["failed"] is True and result["owned"] is False, result
     assert result["msg"] == (
         f"theirs: the container whose config is {container / 'config'} was not made by this role: its config has "
@@ -453,9 +453,126 @@ def test_adopting_adds_the_mark_once_and_then_the_container_is_the_roles(tmp_pat
     container = someone_elses_container(tmp_path)
     args = {"name": "theirs", "config_path": str(container / "config"), "rootfs": str(container / "rootfs"),
             "lxcpath": str(tmp_path / "lxc")}
-    adopted = lxc_link({**args, "adopt": True})
+    adopted = lxc_config({**args, "adopt": True})
     assert adopted.get("failed") is not True and adopted["changed"] and adopted["config_changed"], adopted
     text = (container / "config").read_text()
     assert text.endswith(f"lxc.net.0.type = empty\n{OWNER_MARK}\n"), text
-    again = lxc_link(args)
+    again = lxc_config(args)
     assert again.get("failed") is not True and not again["changed"], again
+
+
+# --------------------------------------------------- the GPU entries, in the same write as the link
+
+GPU = REPO / "tests" / "fixtures" / "gpu"
+REAL = json.loads((GPU / "h200-2gpu" / "live-nvidia-devices.json").read_text())["nvidia"]
+INJECT = "\nlxc.apparmor.profile = unconfined"
+
+
+def ours(tmp_path: Path, config: str = "", init: bool = True) -> tuple[Path, dict]:
+    """A plain-LXC container c1 of the role's (its mark), stopped, and the role's arguments for it."""
+    container = tmp_path / "lxc" / "c1"
+    (container / "rootfs" / "sbin").mkdir(parents=True)
+    if init:
+        (container / "rootfs" / "sbin" / "init").write_text("")
+    text = config or f"{OWNER_MARK}\nlxc.rootfs.path = dir:ROOTFS\nlxc.uts.name = c1\nlxc.net.0.type = empty\n"
+    (container / "config").write_text(text.replace("ROOTFS", str(container / "rootfs")))
+    return container / "config", {"name": "c1", "config_path": str(container / "config"),
+                                  "rootfs": str(container / "rootfs"), "lxcpath": str(tmp_path / "lxc"),
+                                  "cgroup": "v2", "memlock": "65536"}
+
+
+def test_the_gpu_entries_are_written_with_the_link_in_one_call_and_then_left_alone(tmp_path: Path) -> None:
+    config, args = ours(tmp_path)
+    other = config.read_text()
+    first = lxc_config({**args, "nvidia": REAL})
+    assert first.get("failed") is not True and first["changed"] and first["config_changed"], first
+    text = config.read_text()
+    assert len(first["added"]) == len(REAL["nodes"]) * 2 + 1 and first["removed"] == []
+    for line in first["entries"]:
+        assert line in text.splitlines()
+    assert "lxc.cgroup2.devices.allow = c 195:0 rwm" in text and "lxc.prlimit.memlock = 65536" in text
+    assert all(line in text.splitlines() for line in other.splitlines())  # every other line kept
+    assert first["node_ids"] == [f"{n['path']} {n['major']}:{n['minor']}" for n in REAL["nodes"]]
+    assert len(first["diff"]) == 1 and first["diff"][0]["after"] == text  # one write, one diff
+    again = lxc_config({**args, "nvidia": REAL})
+    assert not again["changed"] and not again["config_changed"] and again["added"] == again["removed"] == []
+    assert config.read_text() == text
+
+
+def test_a_gpu_gone_from_the_host_loses_exactly_its_entries(tmp_path: Path) -> None:
+    config, args = ours(tmp_path)
+    lxc_config({**args, "nvidia": REAL})
+    one = {**REAL, "nodes": [n for n in REAL["nodes"] if n["path"] != "/dev/nvidia1"]}
+    dropped = lxc_config({**args, "nvidia": one})
+    assert dropped["changed"] and dropped["added"] == [], dropped
+    assert sorted(dropped["removed"]) == sorted([
+        "lxc.cgroup2.devices.allow = c 195:1 rwm",
+        f"lxc.mount.entry = {next(n['host_path'] for n in REAL['nodes'] if n['path'] == '/dev/nvidia1')}"
+        " dev/nvidia1 none bind,create=file 0 0"])
+    assert "nvidia1" not in config.read_text()
+
+
+def test_without_nvidia_the_gpu_entries_are_left_as_they_are(tmp_path: Path) -> None:
+    config, args = ours(tmp_path)
+    lxc_config({**args, "nvidia": REAL})
+    text = config.read_text()
+    alone = lxc_config(args)
+    assert not alone["changed"] and alone["entries"] == [] and alone["node_ids"] == [], alone
+    assert config.read_text() == text
+
+
+def test_check_mode_says_what_would_be_added_and_writes_nothing(tmp_path: Path) -> None:
+    config, args = ours(tmp_path)
+    before = tree_digest(tmp_path)
+    planned = lxc_config({**args, "nvidia": REAL}, "--check")
+    assert planned["changed"] and len(planned["added"]) == len(REAL["nodes"]) * 2 + 1, planned
+    assert tree_digest(tmp_path) == before
+    assert config.exists()
+
+
+def with_node(index: int, **changes: object) -> dict:
+    nvidia = json.loads(json.dumps(REAL))
+    nvidia["nodes"][index].update(changes)
+    return nvidia
+
+
+@pytest.mark.parametrize("check_mode", [False, True], ids=["real", "check"])
+@pytest.mark.parametrize(("nvidia", "memlock", "needle"), [
+    (with_node(0, path="/dev/nvidia0" + INJECT), "65536", "GPU entries for c1: "),
+    (with_node(0, major=1, minor=1), "65536", "/dev/nvidia0 is 1:1, expected 195:0 (nvidia)"),
+    ({**REAL, "majors": {**REAL["majors"], "nvidia-uvm": "238" + INJECT}}, "65536", "nvidia.majors['nvidia-uvm']"),
+    (REAL, "unlimited" + INJECT, "memlock is 'unlimited\\nlxc.apparmor"),
+], ids=["node-path", "node-number", "major", "memlock"])
+def test_an_injected_node_or_memlock_is_refused_before_any_change(tmp_path: Path, check_mode: bool, nvidia: dict,
+                                                                   memlock: str, needle: str) -> None:
+    """Checked before the link, the ownership and the rootfs: nothing is written and no bridge is made."""
+    _, args = ours(tmp_path)
+    before = tree_digest(tmp_path)
+    result = lxc_config({**args, "nvidia": nvidia, "memlock": memlock, "bridge": "pyd11br0",
+                         "host_address": "169.254.211.1/24", "address": "169.254.211.2"},
+                        *(["--check"] if check_mode else []))
+    assert result.get("failed") is True, result
+    assert needle in result["msg"] and "Nothing was changed" in result["msg"], result["msg"]
+    assert tree_digest(tmp_path) == before
+    assert subprocess.run(["ip", "link", "show", "pyd11br0"], capture_output=True).returncode != 0
+
+
+@pytest.mark.parametrize("check_mode", [False, True], ids=["real", "check"])
+@pytest.mark.parametrize(("config", "init", "needle"), [
+    ("lxc.uts.name = c1\n", True, "names no lxc.rootfs.path"),
+    ("", True, "names no lxc.rootfs.path"),
+    ("lxc.rootfs.path = dir:/\n", True, "lxc.rootfs.path is 'dir:/', expected"),
+    ("lxc.rootfs.path = dir:ROOTFS\nlxc.rootfs.path = dir:/\n", True, "lxc.rootfs.path is 'dir:/'"),
+    ("lxc.rootfs.path = dir:ROOTFS\n", False, "sbin/init does not exist"),
+])
+def test_a_container_without_its_own_rootfs_gets_no_gpu_line_written(tmp_path: Path, check_mode: bool, config: str,
+                                                                     init: bool, needle: str) -> None:
+    """The rootfs check runs before the write: the config keeps its bytes, in --check and for real."""
+    path, args = ours(tmp_path, f"{OWNER_MARK}\n{config}" if config else "\n", init)
+    before = tree_digest(tmp_path)
+    result = lxc_config({**args, "nvidia": REAL}, *(["--check"] if check_mode else []))
+    assert result.get("failed") is True, result
+    assert needle in result["msg"] and "c1: " in result["msg"], result["msg"]
+    assert f"Nothing was written to {path}" in result["msg"]
+    assert result["start_problem"]
+    assert tree_digest(tmp_path) == before

@@ -1,13 +1,15 @@
 #!/usr/bin/python
-"""Ansible module: a plain-LXC container's network link (none, or a host-only bridge for ssh)."""
+"""Ansible module: a plain-LXC container's config: its network link and its GPU entries, in one write."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
-module: lxc_link
-short_description: Make a plain-LXC container's one network link, or its absence, what is asked
+module: lxc_config
+short_description: Make a plain-LXC container's config what is asked - its network link and its GPU entries
 description:
+  - The one writer of a plain-LXC container's config - its network link and, with I(nvidia), its GPU
+    entries, planned on the text read once and written in place in one write.
   - >-
     With I(bridge) empty, the container has no network: its config carries C(lxc.net.0.type = empty).
   - With I(bridge), a host-only link for ssh, as production reaches its containers. The host
@@ -15,6 +17,11 @@ description:
     the config carries a veth on it named C(eth0) with the static I(address) and a MAC derived
     from I(name); the guest's C(iface eth0 inet dhcp) (the Debian template's) becomes C(manual);
     I(pubkey) is added to root's C(authorized_keys) in I(rootfs).
+  - >-
+    With I(nvidia) (the C(nvidia) result of nvidia_devices), the config carries exactly one allow
+    entry and one bind mount per node and C(lxc.prlimit.memlock); entries of ours that are no longer
+    wanted are removed and every other line is kept. A node that is not an NVIDIA node of its majors,
+    or a memlock no config line may carry, is refused before any change.
   - State is read from the things themselves (C(ip -j -d addr show), the config, the files).
   - An existing container whose config has neither the role's mark line (C(OWNER_MARK), put there at
     creation) nor the veth MAC derived from I(name) was not made by the role and is refused before
@@ -71,6 +78,18 @@ options:
     description: Take over an existing container the role did not make (C(lxc_container_adopt)) - the mark line is added.
     type: bool
     default: false
+  nvidia:
+    description: The C(nvidia) result of nvidia_devices on this host; omitted, the GPU entries are left as they are.
+    type: dict
+  cgroup:
+    description: Which allow key to write; C(auto) reads the host (a unified hierarchy means v2).
+    type: str
+    choices: [auto, v1, v2]
+    default: auto
+  memlock:
+    description: Value of C(lxc.prlimit.memlock) while any GPU node is passed; empty leaves it out.
+    type: str
+    default: unlimited
   when_missing:
     description:
       - What to do when I(config_path) does not exist. C(fail) (the container must be there), or
@@ -83,8 +102,8 @@ author:
 """
 
 EXAMPLES = r"""
-- name: A host-only link for ssh
-  lxc_link:
+- name: A host-only link for ssh and the host's GPUs
+  lxc_config:
     name: sglang-demo
     bridge: sgldemo0
     host_address: 169.254.77.1/24
@@ -92,6 +111,7 @@ EXAMPLES = r"""
     pubkey: "{{ lookup('ansible.builtin.file', '~/.cache/sglang-deploy/demo-ssh/id_ed25519.pub') }}"
     config_path: /var/lib/lxc/sglang-demo/config
     rootfs: /var/lib/lxc/sglang-demo/rootfs
+    nvidia: "{{ discovery.nvidia }}"
 """
 
 RETURN = r"""
@@ -104,7 +124,7 @@ bridge_commands:
   returned: always
   type: list
 config_changed:
-  description: Whether the config's lxc.net.* lines changed (a running container restarts for it).
+  description: Whether the config changed - its lxc.net.* lines, GPU entries or mark (a running container restarts for it).
   returned: always
   type: bool
 host_keys:
@@ -121,6 +141,26 @@ owner_mark:
   description: The line the role creates containers with (their config's first line of its own), its mark of ownership.
   returned: always
   type: str
+node_ids:
+  description: C(PATH MAJOR:MINOR) of each node passed (empty without I(nvidia)), as the container sees it inside.
+  returned: always
+  type: list
+cgroup:
+  description: The cgroup version whose allow key is used (v1 or v2).
+  returned: always
+  type: str
+entries:
+  description: The config's lines for the GPUs, as C(key = value) (empty without I(nvidia)).
+  returned: always
+  type: list
+added:
+  description: GPU lines added (or, in check mode, that would be).
+  returned: always
+  type: list
+removed:
+  description: GPU lines removed (or, in check mode, that would be).
+  returned: always
+  type: list
 """
 
 import glob
@@ -142,7 +182,15 @@ from ansible.module_utils.lxc_link_plan import (
     plan_net,
     with_mark,
 )
-from ansible.module_utils.lxc_passthrough import rootfs_problem
+from ansible.module_utils.lxc_passthrough import (
+    host_cgroup,
+    memlock_lines,
+    nodes_of,
+    nvidia_majors,
+    plan_raw,
+    raw_lines,
+    rootfs_problem,
+)
 
 
 def read(path: str) -> str | None:
@@ -177,6 +225,9 @@ def main() -> None:
             "lxcpath": {"type": "path"},
             "when_missing": {"type": "str", "default": "fail", "choices": ["fail", "check"]},
             "adopt": {"type": "bool", "default": False},
+            "nvidia": {"type": "dict"},
+            "cgroup": {"type": "str", "choices": ["auto", "v1", "v2"], "default": "auto"},
+            "memlock": {"type": "str", "default": "unlimited"},
         },
         supports_check_mode=True,
     )
@@ -186,6 +237,12 @@ def main() -> None:
         key = parse_pubkey(p["pubkey"]) if p["pubkey"] else ""
     except ValueError as exc:
         module.fail_json(msg=f"Invalid network link for {p['name']}: {exc}. Nothing was changed.")
+    cgroup = host_cgroup(p["cgroup"])
+    try:
+        nodes = nodes_of(p["nvidia"]) if p["nvidia"] is not None else []
+        gpu_lines = raw_lines(nodes, cgroup) + memlock_lines(nodes, p["memlock"])
+    except ValueError as exc:
+        module.fail_json(msg=f"GPU entries for {p['name']}: {exc}. Nothing was changed.")
     wanted = net_lines(link, p["name"])
     # lxc-create writes the config early and removes its `partial` marker last: a killed creation
     # leaves both, and the container is not there yet.
@@ -200,7 +257,7 @@ def main() -> None:
                              f"marker is beside {p['config_path']}). lxc-destroy -f -n {p['name']} removes it; the "
                              "role does that itself before it creates the container. Nothing was changed.")
     if p["config_path"] and exists and p["lxcpath"]:
-        # The same check lxc_gpu_passthrough makes, before this module writes a line or makes a bridge.
+        # Before this module writes a line or makes a bridge: a config that lxc-start would boot on another root.
         init = os.path.join(p["lxcpath"], p["name"], "rootfs", "sbin", "init")
         problem = rootfs_problem(text or "", p["name"], p["lxcpath"], os.path.lexists(init))
         if problem:
@@ -217,7 +274,9 @@ def main() -> None:
                 "otherwise set lxc_container_name to a name no container has. Nothing was written and no host bridge "
                 "was made."), owned=False)
     result = {"changed": False, "net_lines": [f"{k} = {v}" for k, v in wanted], "bridge_commands": [],
-              "config_changed": False, "host_keys": [], "diff": [], "exists": exists, "owner_mark": OWNER_MARK}
+              "config_changed": False, "host_keys": [], "diff": [], "exists": exists, "owner_mark": OWNER_MARK,
+              "node_ids": [f"{node.path} {node.major}:{node.minor}" for node in nodes], "cgroup": cgroup,
+              "entries": [f"{k} = {v}" for k, v in gpu_lines], "added": [], "removed": []}
 
     if link is not None:
         ip = module.get_bin_path("ip")
@@ -238,6 +297,10 @@ def main() -> None:
             module.fail_json(msg=f"{p['config_path']} does not exist: create the container first.")
         plan = plan_net(text or "", wanted)
         after = plan.text if plan.changed else (text or "")
+        if p["nvidia"] is not None:
+            gpus = plan_raw(after, gpu_lines, nvidia_majors(p["nvidia"]), " = ")
+            result.update(added=gpus.added, removed=gpus.removed)
+            after = gpus.text if gpus.changed else after
         if text is not None and not owned(after, p["name"]):  # adopted: the mark makes it the role's
             after = with_mark(after)
         if text is not None and after != text:
@@ -270,7 +333,7 @@ def main() -> None:
                       for path, before, after, _ in edits]
     problems = [problem for problem in (write_problem(path) for path, _, _, _ in edits) if problem]
     if problems and not planning:
-        module.fail_json(msg=f"The link of {p['name']} needs these files changed, but {'; '.join(problems)}. Nothing "
+        module.fail_json(msg=f"The config and link of {p['name']} need these files changed, but {'; '.join(problems)}. Nothing "
                              "was changed.", **dict(result, changed=False))
     if module.check_mode or planning:
         module.exit_json(**result)
