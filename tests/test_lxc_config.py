@@ -576,3 +576,40 @@ def test_a_container_without_its_own_rootfs_gets_no_gpu_line_written(tmp_path: P
     assert f"Nothing was written to {path}" in result["msg"]
     assert result["start_problem"]
     assert tree_digest(tmp_path) == before
+
+
+# --------------------------------------------------- the model store, in the same write
+
+
+def test_the_model_store_is_mounted_read_only_in_the_same_write_and_then_left_alone(tmp_path: Path) -> None:
+    config, args = ours(tmp_path)
+    store = tmp_path / "models"
+    store.mkdir()
+    first = lxc_config({**args, "nvidia": REAL, "model_dir": str(store)})
+    assert first["changed"] and len(first["diff"]) == 1, first
+    line = f"lxc.mount.entry = {store} models none bind,ro,create=dir 0 0"
+    assert first["model_line"] == line and line in config.read_text().splitlines()
+    assert "lxc.cgroup2.devices.allow = c 195:0 rwm" in config.read_text()  # the GPU entries too, in that write
+    text = config.read_text()
+    again = lxc_config({**args, "nvidia": REAL, "model_dir": str(store)})
+    assert not again["changed"] and config.read_text() == text, again
+    moved = lxc_config({**args, "nvidia": REAL, "model_dir": str(store), "model_mount": "/weights"})
+    assert moved["changed"] and f"lxc.mount.entry = {store} weights none bind,ro,create=dir 0 0" in config.read_text()
+    assert line in config.read_text()  # another mount point is another entry; ours at /models is kept
+
+
+@pytest.mark.parametrize("check_mode", [False, True], ids=["real", "check"])
+@pytest.mark.parametrize(("model_dir", "mount", "needle"), [
+    ("relative/models", "/models", "Invalid model mount: "),
+    ("/srv/models" + INJECT, "/models", "Invalid model mount: "),
+    ("/srv/models", "/models two", "Invalid model mount: "),
+], ids=["relative", "newline", "space"])
+def test_a_bad_model_mount_is_refused_before_any_change(tmp_path: Path, check_mode: bool, model_dir: str,
+                                                         mount: str, needle: str) -> None:
+    _, args = ours(tmp_path)
+    before = tree_digest(tmp_path)
+    result = lxc_config({**args, "nvidia": REAL, "model_dir": model_dir, "model_mount": mount},
+                        *(["--check"] if check_mode else []))
+    assert result.get("failed") is True and needle in result["msg"], result
+    assert "Nothing was changed" in result["msg"]
+    assert tree_digest(tmp_path) == before

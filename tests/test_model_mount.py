@@ -135,8 +135,7 @@ def test_plans_keep_the_users_entries_and_our_index():
 
 
 @pytest.mark.parametrize("check_mode", [True, False], ids=["check", "real"])
-@pytest.mark.parametrize("config_format", ["lxc", "proxmox"])
-def test_raw_style_a_read_only_config_is_named_in_check_mode_as_in_the_real_run(tmp_path, check_mode, config_format):
+def test_raw_style_a_read_only_config_is_named_in_check_mode_as_in_the_real_run(tmp_path, check_mode):
     from types import SimpleNamespace
 
     from ansible.module_utils.pve_api import PveFault
@@ -145,10 +144,10 @@ def test_raw_style_a_read_only_config_is_named_in_check_mode_as_in_the_real_run(
     folder = tmp_path / "ct"
     folder.mkdir()
     config = folder / "config"
-    config.write_text("lxc.uts.name = ct\n" if config_format == "lxc" else "hostname: ct\n")
+    config.write_text("hostname: ct\n")
     before = config.read_bytes()
     module = SimpleNamespace(check_mode=check_mode, params={
-        "config_path": str(config), "config_format": config_format, "host_dir": str(tmp_path), "mount": "/models"})
+        "config_path": str(config), "host_dir": str(tmp_path), "mount": "/models"})
     with read_only(folder), pytest.raises(PveFault) as info:
         load_file(REPO / "roles" / "lxc_container" / "library" / "lxc_model_mount.py").run_raw(module)
     message = str(info.value)

@@ -6,10 +6,11 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: lxc_config
-short_description: Make a plain-LXC container's config what is asked - its network link and its GPU entries
+short_description: Make a plain-LXC container's config what is asked - its network link, GPU entries and model store
 description:
-  - The one writer of a plain-LXC container's config - its network link and, with I(nvidia), its GPU
-    entries, planned on the text read once and written in place in one write.
+  - The one writer of a plain-LXC container's config - its network link, with I(nvidia) its GPU
+    entries, and with I(model_dir) the model store's read-only bind mount, planned on the text read
+    once and written in place in one write.
   - >-
     With I(bridge) empty, the container has no network: its config carries C(lxc.net.0.type = empty).
   - With I(bridge), a host-only link for ssh, as production reaches its containers. The host
@@ -22,6 +23,9 @@ description:
     entry and one bind mount per node and C(lxc.prlimit.memlock); entries of ours that are no longer
     wanted are removed and every other line is kept. A node that is not an NVIDIA node of its majors,
     or a memlock no config line may carry, is refused before any change.
+  - >-
+    With I(model_dir), the config carries one C(lxc.mount.entry = MODEL_DIR MOUNT none
+    bind,ro,create=dir 0 0) for I(model_mount), every other mount entry left alone.
   - State is read from the things themselves (C(ip -j -d addr show), the config, the files).
   - An existing container whose config has neither the role's mark line (C(OWNER_MARK), put there at
     creation) nor the veth MAC derived from I(name) was not made by the role and is refused before
@@ -90,6 +94,14 @@ options:
     description: Value of C(lxc.prlimit.memlock) while any GPU node is passed; empty leaves it out.
     type: str
     default: unlimited
+  model_dir:
+    description: The node's model store, mounted read-only at I(model_mount); empty, no such entry is made.
+    type: str
+    default: ""
+  model_mount:
+    description: Where the model store is mounted inside the container.
+    type: str
+    default: /models
   when_missing:
     description:
       - What to do when I(config_path) does not exist. C(fail) (the container must be there), or
@@ -161,6 +173,10 @@ removed:
   description: GPU lines removed (or, in check mode, that would be).
   returned: always
   type: list
+model_line:
+  description: The model store's entry the config carries (empty without I(model_dir)).
+  returned: always
+  type: str
 """
 
 import glob
@@ -182,6 +198,7 @@ from ansible.module_utils.lxc_link_plan import (
     plan_net,
     with_mark,
 )
+from ansible.module_utils.model_mount import mount_problems, plan_raw_mount, raw_line
 from ansible.module_utils.lxc_passthrough import (
     host_cgroup,
     memlock_lines,
@@ -228,6 +245,8 @@ def main() -> None:
             "nvidia": {"type": "dict"},
             "cgroup": {"type": "str", "choices": ["auto", "v1", "v2"], "default": "auto"},
             "memlock": {"type": "str", "default": "unlimited"},
+            "model_dir": {"type": "str", "default": ""},
+            "model_mount": {"type": "str", "default": "/models"},
         },
         supports_check_mode=True,
     )
@@ -243,6 +262,9 @@ def main() -> None:
         gpu_lines = raw_lines(nodes, cgroup) + memlock_lines(nodes, p["memlock"])
     except ValueError as exc:
         module.fail_json(msg=f"GPU entries for {p['name']}: {exc}. Nothing was changed.")
+    problems = mount_problems(p["model_dir"], p["model_mount"]) if p["model_dir"] else []
+    if problems:
+        module.fail_json(msg=f"Invalid model mount: {'; '.join(problems)}. Nothing was changed.")
     wanted = net_lines(link, p["name"])
     # lxc-create writes the config early and removes its `partial` marker last: a killed creation
     # leaves both, and the container is not there yet.
@@ -276,7 +298,8 @@ def main() -> None:
     result = {"changed": False, "net_lines": [f"{k} = {v}" for k, v in wanted], "bridge_commands": [],
               "config_changed": False, "host_keys": [], "diff": [], "exists": exists, "owner_mark": OWNER_MARK,
               "node_ids": [f"{node.path} {node.major}:{node.minor}" for node in nodes], "cgroup": cgroup,
-              "entries": [f"{k} = {v}" for k, v in gpu_lines], "added": [], "removed": []}
+              "entries": [f"{k} = {v}" for k, v in gpu_lines], "added": [], "removed": [],
+              "model_line": raw_line(p["model_dir"], p["model_mount"], " = ") if p["model_dir"] else ""}
 
     if link is not None:
         ip = module.get_bin_path("ip")
@@ -301,6 +324,9 @@ def main() -> None:
             gpus = plan_raw(after, gpu_lines, nvidia_majors(p["nvidia"]), " = ")
             result.update(added=gpus.added, removed=gpus.removed)
             after = gpus.text if gpus.changed else after
+        if p["model_dir"]:
+            mounted = plan_raw_mount(after, p["model_dir"], p["model_mount"], " = ")
+            after = mounted if mounted.splitlines() != after.splitlines() else after
         if text is not None and not owned(after, p["name"]):  # adopted: the mark makes it the role's
             after = with_mark(after)
         if text is not None and after != text:

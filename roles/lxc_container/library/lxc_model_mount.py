@@ -12,8 +12,9 @@ description:
     of the entry already mounted at MOUNT. PVE lets only root@pam set a bind mount of a host path,
     API tokens included, so I(transport=api) writes with a root@pam ticket from I(api_password) and
     I(transport=pct) runs C(pct set) as root on the node.
-  - I(style=raw) (Proxmox raw style, plain LXC) writes C(lxc.mount.entry HOSTDIR MOUNT none bind,ro,create=dir 0 0)
-    into the config file in place (pmxcfs refuses chmod and rename).
+  - I(style=raw) (Proxmox raw style) writes C(lxc.mount.entry HOSTDIR MOUNT none bind,ro,create=dir 0 0)
+    into the config file in place (pmxcfs refuses chmod and rename). A plain-LXC container's config
+    has one writer, lxc_config, which writes this entry with the rest.
   - >-
     Every other mount entry is left alone. The weights stay on the node: the container can be
     destroyed and made again without a download.
@@ -27,7 +28,6 @@ options:
   mount: {description: The path inside the container., type: str, default: /models}
   style: {description: mp or raw., type: str, choices: [mp, raw], required: true}
   config_path: {description: The container's config file (I(style=raw))., type: path}
-  config_format: {description: proxmox (key colon value) or lxc (key = value)., type: str, choices: [proxmox, lxc], default: proxmox}
   transport: {description: api or pct (I(style=mp))., type: str, choices: [api, pct], default: pct}
   vmid: {description: The container id (I(style=mp))., type: int, default: 0}
   node: {description: The Proxmox node., type: str, default: ""}
@@ -76,7 +76,6 @@ ARGUMENT_SPEC = dict(
     mount={"type": "str", "default": "/models"},
     style={"type": "str", "choices": ["mp", "raw"], "required": True},
     config_path={"type": "path"},
-    config_format={"type": "str", "choices": ["proxmox", "lxc"], "default": "proxmox"},
     transport={"type": "str", "choices": ["api", "pct"], "default": "pct"},
     vmid={"type": "int", "default": 0},
     pct={"type": "path", "default": "/usr/sbin/pct"},
@@ -137,7 +136,7 @@ def run_mp(module: AnsibleModule) -> dict:
 
 def run_raw(module: AnsibleModule) -> dict:
     p = module.params
-    separator = ": " if p["config_format"] == "proxmox" else " = "
+    separator = ": "  # Proxmox's key: value
     path = p["config_path"]
     if module.check_mode and path and not os.path.exists(path):
         # Check mode before the container exists: the run creates it, then writes this line.
