@@ -108,7 +108,7 @@ def test_the_model_store_is_mounted_read_only(host) -> None:
 
 
 def test_the_containers_veth_is_on_its_host_bridge(host) -> None:
-    """The link lxc_config made (molecule.yml gives the bridge), after a converge and after the bridge was made again."""
+    """The link plain_lxc_container made (molecule.yml gives the bridge), after a converge and after the bridge was made again."""
     ports = json.loads(host.check_output("ip -j link show master molgpu0"))
     assert len(ports) == 1 and ports[0]["ifname"].startswith("veth")
     assert "eth0" in inside(host, "ip", "-o", "link", "show", "eth0")

@@ -24,7 +24,7 @@ description:
     discovery's fact (C(gpu_count), C(missing_nodes)), which the role checks before anything changes.
   - Fails before any change when a node of I(nvidia) is not an NVIDIA node of its majors (a path
     with whitespace or a control character, C(nvidia0) at C(1:1)).
-  - A plain-LXC container's config has one writer, lxc_config, which makes its GPU entries in the
+  - A plain-LXC container's config has one writer, plain_lxc_container, which makes its GPU entries in the
     same write as its network link.
 attributes:
   check_mode:

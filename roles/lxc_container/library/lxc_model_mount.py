@@ -14,7 +14,7 @@ description:
     I(transport=pct) runs C(pct set) as root on the node.
   - I(style=raw) (Proxmox raw style) writes C(lxc.mount.entry HOSTDIR MOUNT none bind,ro,create=dir 0 0)
     into the config file in place (pmxcfs refuses chmod and rename). A plain-LXC container's config
-    has one writer, lxc_config, which writes this entry with the rest.
+    has one writer, plain_lxc_container, which writes this entry with the rest.
   - >-
     Every other mount entry is left alone. The weights stay on the node: the container can be
     destroyed and made again without a download.

@@ -6,7 +6,7 @@ process started, read from the config's own time against /proc/PID/stat, not
 from an earlier task's ``is changed``. So a run killed between writing the
 config and restarting still restarts on the next run. A link whose host
 bridge was made again after the start (the veth left without a master) also
-needs a restart. Standard library only; the lxc_current module is the adapter.
+needs a restart. Standard library only; module_utils/lxc_run.py runs it for the plain_lxc_container module.
 """
 
 from __future__ import annotations

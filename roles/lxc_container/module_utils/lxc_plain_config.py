@@ -1,183 +1,10 @@
-#!/usr/bin/python
-"""Ansible module: a plain-LXC container's config: its network link and its GPU entries, in one write."""
+"""A plain-LXC container's config, planned on its text read once and written in one write: the
+network link (the host bridge, the lxc.net lines, the guest's eth0 and root's key), the GPU entries
+and the model store's mount. The module adapter is plain_lxc_container; the plans are lxc_link_plan's,
+lxc_passthrough's and model_mount's plain functions.
+"""
 
 from __future__ import annotations
-
-DOCUMENTATION = r"""
----
-module: lxc_config
-short_description: Make a plain-LXC container's config what is asked - its network link, GPU entries and model store
-description:
-  - The one writer of a plain-LXC container's config - its network link, with I(nvidia) its GPU
-    entries, and with I(model_dir) the model store's read-only bind mount, planned on the text read
-    once and written in place in one write.
-  - >-
-    With I(bridge) empty, the container has no network: its config carries C(lxc.net.0.type = empty).
-  - With I(bridge), a host-only link for ssh, as production reaches its containers. The host
-    bridge is created with C(ip) and carries only I(host_address) (link-local, no route, no NAT);
-    the config carries a veth on it named C(eth0) with the static I(address) and a MAC derived
-    from I(name); the guest's C(iface eth0 inet dhcp) (the Debian template's) becomes C(manual);
-    I(pubkey) is added to root's C(authorized_keys) in I(rootfs).
-  - >-
-    With I(nvidia) (the C(nvidia) result of nvidia_devices), the config carries exactly one allow
-    entry and one bind mount per node and C(lxc.prlimit.memlock); entries of ours that are no longer
-    wanted are removed and every other line is kept. A node that is not an NVIDIA node of its majors,
-    or a memlock no config line may carry, is refused before any change.
-  - >-
-    With I(model_dir), the config carries one C(lxc.mount.entry = MODEL_DIR MOUNT none
-    bind,ro,create=dir 0 0) for I(model_mount), every other mount entry left alone.
-  - State is read from the things themselves (C(ip -j -d addr show), the config, the files).
-  - An existing container whose config has neither the role's mark line (C(OWNER_MARK), put there at
-    creation) nor the veth MAC derived from I(name) was not made by the role and is refused before
-    any change, unless I(adopt), which adds the mark line.
-  - Every value is checked before any change; a bridge name taken by another kind of interface,
-    another address on the bridge, or another interface in the link's network is refused.
-  - >-
-    Without I(config_path) it only checks and plans. With I(when_missing=check) and no file at
-    I(config_path), it does the same and returns I(exists) false, so that the caller creates the
-    container and calls it again; a container that exists needs one call, not a probe first.
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-options:
-  name:
-    description: The container's name (the MAC of its veth is derived from it).
-    type: str
-    required: true
-  bridge:
-    description: Host bridge of the link; empty for no network.
-    type: str
-    default: ""
-  host_address:
-    description: The host's address on the bridge, link-local with a prefix (169.254.77.1/24).
-    type: str
-    default: ""
-  address:
-    description: The container's address on the bridge, without a prefix.
-    type: str
-    default: ""
-  pubkey:
-    description: An OpenSSH public key line for root's authorized_keys in the container.
-    type: str
-    default: ""
-  config_path:
-    description: The container's config, whose lxc.net.* lines are made the wanted ones in place.
-    type: path
-  rootfs:
-    description: The container's root file system (on the host), for the guest's files.
-    type: path
-  require_host_key:
-    description: Fail when I(rootfs) holds no ssh host key (the container is reached by ssh).
-    type: bool
-    default: false
-  lxcpath:
-    description:
-      - Where containers live. Given with I(config_path), the config must name
-        C(LXCPATH/NAME/rootfs) as its rootfs and that rootfs must hold sbin/init, before any
-        line is written or any bridge made.
-    type: path
-  adopt:
-    description: Take over an existing container the role did not make (C(lxc_container_adopt)) - the mark line is added.
-    type: bool
-    default: false
-  nvidia:
-    description: The C(nvidia) result of nvidia_devices on this host; omitted, the GPU entries are left as they are.
-    type: dict
-  cgroup:
-    description: Which allow key to write; C(auto) reads the host (a unified hierarchy means v2).
-    type: str
-    choices: [auto, v1, v2]
-    default: auto
-  memlock:
-    description: Value of C(lxc.prlimit.memlock) while any GPU node is passed; empty leaves it out.
-    type: str
-    default: unlimited
-  model_dir:
-    description: The node's model store, mounted read-only at I(model_mount); empty, no such entry is made.
-    type: str
-    default: ""
-  model_mount:
-    description: Where the model store is mounted inside the container.
-    type: str
-    default: /models
-  when_missing:
-    description:
-      - What to do when I(config_path) does not exist. C(fail) (the container must be there), or
-        C(check) (only check and plan, return I(exists) false, change nothing).
-    type: str
-    choices: [fail, check]
-    default: fail
-author:
-  - sglang-deploy project
-"""
-
-EXAMPLES = r"""
-- name: A host-only link for ssh and the host's GPUs
-  lxc_config:
-    name: sglang-demo
-    bridge: sgldemo0
-    host_address: 169.254.77.1/24
-    address: 169.254.77.2
-    pubkey: "{{ lookup('ansible.builtin.file', '~/.cache/sglang-deploy/demo-ssh/id_ed25519.pub') }}"
-    config_path: /var/lib/lxc/sglang-demo/config
-    rootfs: /var/lib/lxc/sglang-demo/rootfs
-    nvidia: "{{ discovery.nvidia }}"
-"""
-
-RETURN = r"""
-net_lines:
-  description: The config's lxc.net.* lines for this link, as C(key = value).
-  returned: always
-  type: list
-bridge_commands:
-  description: The C(ip) commands run (or, in check mode, that would run) for the bridge.
-  returned: always
-  type: list
-config_changed:
-  description: Whether the config changed - its lxc.net.* lines, GPU entries or mark (a running container restarts for it).
-  returned: always
-  type: bool
-host_keys:
-  description: The container's ssh host public keys (C(TYPE BASE64)), read from I(rootfs).
-  returned: always
-  type: list
-exists:
-  description: >-
-    Whether the container is there: its config, without the C(partial) marker that lxc-create leaves
-    beside it until it has finished (true when no I(config_path) is given).
-  returned: always
-  type: bool
-owner_mark:
-  description: The line the role creates containers with (their config's first line of its own), its mark of ownership.
-  returned: always
-  type: str
-node_ids:
-  description: C(PATH MAJOR:MINOR) of each node passed (empty without I(nvidia)), as the container sees it inside.
-  returned: always
-  type: list
-cgroup:
-  description: The cgroup version whose allow key is used (v1 or v2).
-  returned: always
-  type: str
-entries:
-  description: The config's lines for the GPUs, as C(key = value) (empty without I(nvidia)).
-  returned: always
-  type: list
-added:
-  description: GPU lines added (or, in check mode, that would be).
-  returned: always
-  type: list
-removed:
-  description: GPU lines removed (or, in check mode, that would be).
-  returned: always
-  type: list
-model_line:
-  description: The model store's entry the config carries (empty without I(model_dir)).
-  returned: always
-  type: str
-"""
 
 import glob
 import json
@@ -228,28 +55,29 @@ def write(module: AnsibleModule, path: str, text: str, mode: int) -> None:
         handle.write(text)
 
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "name": {"type": "str", "required": True},
-            "bridge": {"type": "str", "default": ""},
-            "host_address": {"type": "str", "default": ""},
-            "address": {"type": "str", "default": ""},
-            "pubkey": {"type": "str", "default": ""},
-            "config_path": {"type": "path"},
-            "rootfs": {"type": "path"},
-            "require_host_key": {"type": "bool", "default": False},
-            "lxcpath": {"type": "path"},
-            "when_missing": {"type": "str", "default": "fail", "choices": ["fail", "check"]},
-            "adopt": {"type": "bool", "default": False},
-            "nvidia": {"type": "dict"},
-            "cgroup": {"type": "str", "choices": ["auto", "v1", "v2"], "default": "auto"},
-            "memlock": {"type": "str", "default": "unlimited"},
-            "model_dir": {"type": "str", "default": ""},
-            "model_mount": {"type": "str", "default": "/models"},
-        },
-        supports_check_mode=True,
-    )
+CONFIG_ARGUMENT_SPEC = {
+    "name": {"type": "str", "required": True},
+    "bridge": {"type": "str", "default": ""},
+    "host_address": {"type": "str", "default": ""},
+    "address": {"type": "str", "default": ""},
+    "pubkey": {"type": "str", "default": ""},
+    "config_path": {"type": "path"},
+    "rootfs": {"type": "path"},
+    "require_host_key": {"type": "bool", "default": False},
+    "lxcpath": {"type": "path"},
+    "when_missing": {"type": "str", "default": "fail", "choices": ["fail", "check"]},
+    "adopt": {"type": "bool", "default": False},
+    "nvidia": {"type": "dict"},
+    "cgroup": {"type": "str", "choices": ["auto", "v1", "v2"], "default": "auto"},
+    "memlock": {"type": "str", "default": "unlimited"},
+    "model_dir": {"type": "str", "default": ""},
+    "model_mount": {"type": "str", "default": "/models"},
+}
+
+
+def converge_config(module: AnsibleModule) -> tuple[dict, bool]:
+    """The config made what is asked (not in check mode), or only checked and planned when the container is
+    not there yet and the caller creates it first: the result, and whether it only planned."""
     p = module.params
     try:
         link = parse_link(p["bridge"], p["host_address"], p["address"])
@@ -359,10 +187,10 @@ def main() -> None:
                       for path, before, after, _ in edits]
     problems = [problem for problem in (write_problem(path) for path, _, _, _ in edits) if problem]
     if problems and not planning:
-        module.fail_json(msg=f"The config and link of {p['name']} need these files changed, but {'; '.join(problems)}. Nothing "
-                             "was changed.", **dict(result, changed=False))
+        module.fail_json(msg=f"The config and link of {p['name']} need these files changed, but "
+                             f"{'; '.join(problems)}. Nothing was changed.", **dict(result, changed=False))
     if module.check_mode or planning:
-        module.exit_json(**result)
+        return result, planning
     for command in result["bridge_commands"]:
         rc, _, err = module.run_command(command)
         if rc != 0:
@@ -372,8 +200,4 @@ def main() -> None:
             write(module, path, after, mode)
         except (OSError, ValueError) as exc:
             module.fail_json(msg=f"{exc}. Re-run once it is writable.", **result)
-    module.exit_json(**result)
-
-
-if __name__ == "__main__":
-    main()
+    return result, planning
