@@ -29,11 +29,13 @@ def info(module: AnsibleModule, name: str, lxcpath: str) -> ContainerState | Non
     return parse_info(out) if rc == 0 else None
 
 
-def lxc(module: AnsibleModule, name: str, lxcpath: str, *argv: str) -> None:
+def lxc(module: AnsibleModule, name: str, lxcpath: str, *argv: str, changed: bool = False) -> None:
+    """Run an lxc-* command on the container; ``changed``: what this call already changed (its config)."""
     rc, out, err = module.run_command([*argv, f"--name={name}", f"--lxcpath={lxcpath}"])
     if rc != 0:
         module.fail_json(msg=f"{' '.join(argv)} --name={name} failed (rc {rc}): {(err or out).strip()}. See "
-                         f"lxc-start --name={name} --foreground --logpriority=DEBUG --logfile=/tmp/{name}.log for why.")
+                         f"lxc-start --name={name} --foreground --logpriority=DEBUG --logfile=/tmp/{name}.log for why.",
+                         changed=changed)
 
 
 def refuse_foreign_rootfs(module: AnsibleModule, name: str, lxcpath: str, config: str, action: str,
@@ -54,16 +56,17 @@ def refuse_foreign_rootfs(module: AnsibleModule, name: str, lxcpath: str, config
                          changed=bool(done))
 
 
-def start(module: AnsibleModule, name: str, lxcpath: str, action: str) -> ContainerState:
+def start(module: AnsibleModule, name: str, lxcpath: str, action: str, changed: bool = False) -> ContainerState:
     """Start it, or stop and start it (``action`` restart); fails unless it then runs."""
     if action == "restart":
-        lxc(module, name, lxcpath, "lxc-stop")
-    lxc(module, name, lxcpath, "lxc-start", "--daemon")
+        lxc(module, name, lxcpath, "lxc-stop", changed=changed)
+        changed = True
+    lxc(module, name, lxcpath, "lxc-start", "--daemon", changed=changed)
     after = info(module, name, lxcpath) or ContainerState()
     if not after.running:
         module.fail_json(msg=f"lxc-start --name={name} returned but it is {after.state or 'gone'}. See lxc-start "
                          f"--name={name} --foreground --logpriority=DEBUG --logfile=/tmp/{name}.log for why.",
-                         action=action)
+                         action=action, changed=True)
     return after
 
 
@@ -136,7 +139,7 @@ def converge_run(module: AnsibleModule, name: str, lxcpath: str, bridge: str, pe
         refuse_foreign_rootfs(module, name, lxcpath, config, action)
     after = before
     if action != "none" and not module.check_mode:
-        after = start(module, name, lxcpath, action)
+        after = start(module, name, lxcpath, action, changed=written)
     changed = action != "none"
     said = ""
     if wait_timeout > 0 and not module.check_mode:
@@ -150,7 +153,7 @@ def converge_run(module: AnsibleModule, name: str, lxcpath: str, bridge: str, pe
             # Once: a second difference is the caller's to report (tasks/verify.yml names what is missing).
             earlier = {"start": "started", "restart": "restarted"}.get(first, "")
             refuse_foreign_rootfs(module, name, lxcpath, config, "restart", earlier)
-            after, reread, changed = start(module, name, lxcpath, "restart"), True, True
+            after, reread, changed = start(module, name, lxcpath, "restart", changed=True), True, True
             action, reason = "restart", why if action == "none" else f"{reason}; then {why}"
             if wait_timeout > 0:
                 said = wait_for_boot(module, name, lxcpath, wait_timeout, changed=True, action=action, reason=reason)
