@@ -219,38 +219,38 @@ model_line:
   type: str
 action:
   description: What was done (or would be, in check mode).
-  returned: always
+  returned: with state=started, once the container exists
   type: str
   choices: [start, restart, none]
 reason:
   description: Why, in words.
-  returned: always
+  returned: with state=started, once the container exists
   type: str
 stale:
   description: The config, when it changed after the init process started.
-  returned: always
+  returned: with state=started, once the container exists
   type: list
   elements: str
 pid:
   description: The host PID of the container's init after the call (0 in check mode when it was stopped).
-  returned: always
+  returned: with state=started, once the container exists
   type: int
 booted:
   description: What C(systemctl is-system-running) said inside at the end (empty when not waited for).
-  returned: always
+  returned: with state=started, once the container exists
   type: str
 inside:
   description: The lines I(inside) printed, after the restart when the first reading differed (empty without I(inside)).
-  returned: always
+  returned: with state=started, once the container exists
   type: list
   elements: str
 inside_stderr:
   description: What I(inside) wrote to stderr at that reading.
-  returned: always
+  returned: with state=started, once the container exists
   type: str
 reread:
   description: The first reading differed from I(inside_wanted), so the container was restarted once and read again.
-  returned: always
+  returned: with state=started, once the container exists
   type: bool
 inside_wanted:
   description: What I(inside) must print, in any order - the nodes passed and the model store's mount.
