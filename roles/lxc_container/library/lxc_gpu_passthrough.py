@@ -102,6 +102,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.lxc_passthrough import (
     host_cgroup,
     memlock_lines,
+    node_ids,
     nodes_of,
     nvidia_majors,
     plan_raw,
@@ -134,7 +135,7 @@ def main() -> None:
     result = {
         "changed": False,
         "nodes": [node.path for node in nodes],
-        "node_ids": [f"{node.path} {node.major}:{node.minor}" for node in nodes],
+        "node_ids": node_ids(nodes),
         "cgroup": cgroup,
         "entries": [],
         "added": [],

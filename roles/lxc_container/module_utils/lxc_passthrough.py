@@ -193,6 +193,11 @@ def checked_result(nvidia: dict, expected_gpus: int | None = None) -> dict:
     return with_requirements(nvidia, expected_gpus)
 
 
+def node_ids(nodes: list[Node]) -> list[str]:
+    """Each node as the container's own listing shows it (files/list_nodes.py): `PATH MAJOR:MINOR`."""
+    return [f"{node.path} {node.major}:{node.minor}" for node in nodes]
+
+
 def host_cgroup(choice: str) -> str:
     """The allow key's cgroup version: v1 or v2 as asked, or for auto the host's (a unified hierarchy is v2)."""
     if choice != "auto":

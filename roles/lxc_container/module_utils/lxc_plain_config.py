@@ -29,6 +29,7 @@ from ansible.module_utils.model_mount import mount_problems, plan_raw_mount, raw
 from ansible.module_utils.lxc_passthrough import (
     host_cgroup,
     memlock_lines,
+    node_ids,
     nodes_of,
     nvidia_majors,
     plan_raw,
@@ -125,7 +126,7 @@ def converge_config(module: AnsibleModule) -> tuple[dict, bool]:
                 "was made."), owned=False)
     result = {"changed": False, "net_lines": [f"{k} = {v}" for k, v in wanted], "bridge_commands": [],
               "config_changed": False, "host_keys": [], "diff": [], "exists": exists, "owner_mark": OWNER_MARK,
-              "node_ids": [f"{node.path} {node.major}:{node.minor}" for node in nodes], "cgroup": cgroup,
+              "node_ids": node_ids(nodes), "cgroup": cgroup,
               "entries": [f"{k} = {v}" for k, v in gpu_lines], "added": [], "removed": [],
               "model_line": raw_line(p["model_dir"], p["model_mount"], " = ") if p["model_dir"] else ""}
 
