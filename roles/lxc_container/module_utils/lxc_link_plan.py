@@ -1,6 +1,6 @@
 """A plain-LXC container's one network link: none, or a veth on a host-only bridge.
 
-Plain functions for the lxc_link module. The link is what ssh into the
+Plain functions for plain_lxc_container's network link. The link is what ssh into the
 container rides on, the way production reaches its containers:
 
 - the host bridge (`ip link add NAME type bridge`) holding one link-local
